@@ -1,0 +1,4 @@
+//! Text processing: Weibo-aware normalization and jieba segmentation with token weights.
+
+pub mod normalize;
+pub mod tokenize;

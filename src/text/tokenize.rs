@@ -1,0 +1,216 @@
+//! Segmentation and token weights: jieba-rs words, a stopword list, and the three weighting schemes
+//! (`tf`, `tfidf`, `tfidf_len`). Token hashes are xxh3-64 with a fixed seed, part of the persisted
+//! state format: changing them invalidates stored fingerprints.
+
+use jieba_rs::Jieba;
+use rustc_hash::{FxHashMap, FxHashSet};
+use serde::{Deserialize, Serialize};
+
+/// Seed of the token hash. Persisted fingerprints depend on it: never change it without bumping
+/// the state format version.
+pub const TOKEN_HASH_SEED: u64 = 0x5113_d0ed_0000_0001;
+
+/// Wang (2019) word-length relevance: a normal curve over the word's length in characters.
+const LEN_MU: f32 = 4.51;
+const LEN_SIGMA: f32 = 2.207;
+
+/// The jieba IDF table (jieba's `idf.txt`, MIT licence), embedded so the binary runs anywhere.
+const DEFAULT_IDF: &str = include_str!("../../config/idf.txt");
+/// The shipped stopword list.
+pub const DEFAULT_STOPWORDS: &str = include_str!("../../config/stopwords.txt");
+
+/// How token weights are computed before they enter the SimHash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Weighting {
+    /// Term frequency within the post.
+    Tf,
+    /// Term frequency times jieba's IDF (median IDF for unknown words).
+    Tfidf,
+    /// `tfidf` times the word-length relevance factor exp(-(len-4.51)^2 / (2*2.207^2)).
+    TfidfLen,
+}
+
+impl Weighting {
+    /// The config spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Weighting::Tf => "tf",
+            Weighting::Tfidf => "tfidf",
+            Weighting::TfidfLen => "tfidf_len",
+        }
+    }
+}
+
+/// One distinct token of a post with its weight.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WeightedToken {
+    /// The word as segmented (normalized text, so already lowercase).
+    pub word: String,
+    /// Stable 64-bit hash of the word.
+    pub hash: u64,
+    /// Weight fed into the SimHash accumulator.
+    pub weight: f32,
+}
+
+/// Hashes a token with the persisted seed.
+pub fn token_hash(word: &str) -> u64 {
+    xxhash_rust::xxh3::xxh3_64_with_seed(word.as_bytes(), TOKEN_HASH_SEED)
+}
+
+/// The word-length relevance factor of Wang (2019), peak 1.0 at 4.51 characters.
+pub fn length_factor(chars: usize) -> f32 {
+    let z = (chars as f32 - LEN_MU) / LEN_SIGMA;
+    (-0.5 * z * z).exp()
+}
+
+struct IdfTable {
+    map: FxHashMap<&'static str, f32>,
+    median: f32,
+}
+
+impl IdfTable {
+    fn parse(text: &'static str) -> IdfTable {
+        let mut map = FxHashMap::default();
+        map.reserve(280_000);
+        let mut values = Vec::with_capacity(280_000);
+        for line in text.lines() {
+            let mut parts = line.split(' ');
+            if let (Some(word), Some(v)) = (parts.next(), parts.next()) {
+                if let Ok(idf) = v.trim().parse::<f32>() {
+                    map.insert(word, idf);
+                    values.push(idf);
+                }
+            }
+        }
+        let median = if values.is_empty() {
+            1.0
+        } else {
+            let mid = (values.len() - 1) / 2;
+            let (_, m, _) = values.select_nth_unstable_by(mid, f32::total_cmp);
+            *m
+        };
+        IdfTable { map, median }
+    }
+
+    fn get(&self, word: &str) -> f32 {
+        self.map.get(word).copied().unwrap_or(self.median)
+    }
+}
+
+/// Segments normalized text into weighted tokens. Built once per process (loading jieba's
+/// dictionary takes ~100 ms) and shared read-only.
+pub struct Tokenizer {
+    jieba: Jieba,
+    stopwords: FxHashSet<String>,
+    idf: Option<IdfTable>,
+    weighting: Weighting,
+}
+
+impl Tokenizer {
+    /// Builds the tokenizer; `stopwords` is the text of a stopword file (one word per line, `#`
+    /// comments). The IDF table is loaded only when the weighting needs it.
+    pub fn new(weighting: Weighting, stopwords: &str) -> Tokenizer {
+        let stopwords = stopwords
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_lowercase)
+            .collect();
+        let idf = match weighting {
+            Weighting::Tf => None,
+            Weighting::Tfidf | Weighting::TfidfLen => Some(IdfTable::parse(DEFAULT_IDF)),
+        };
+        Tokenizer {
+            jieba: Jieba::new(),
+            stopwords,
+            idf,
+            weighting,
+        }
+    }
+
+    /// The configured weighting.
+    pub fn weighting(&self) -> Weighting {
+        self.weighting
+    }
+
+    /// Segments `normalized` and appends its distinct non-stopword tokens to `out` (cleared first),
+    /// in order of first occurrence, with weights per the configured scheme.
+    pub fn tokenize(&self, normalized: &str, out: &mut Vec<WeightedToken>) {
+        out.clear();
+        if normalized.is_empty() {
+            return;
+        }
+        for tok in self.jieba.cut(normalized, false) {
+            let word = tok.word;
+            if self.stopwords.contains(word) {
+                continue;
+            }
+            let hash = token_hash(word);
+            // Posts are short: a linear scan beats hashing for the handful of tokens a post has.
+            match out.iter_mut().find(|t| t.hash == hash && t.word == word) {
+                Some(t) => t.weight += 1.0,
+                None => out.push(WeightedToken {
+                    word: word.to_string(),
+                    hash,
+                    weight: 1.0,
+                }),
+            }
+        }
+        if let Some(idf) = &self.idf {
+            for t in out.iter_mut() {
+                t.weight *= idf.get(&t.word);
+                if self.weighting == Weighting::TfidfLen {
+                    t.weight *= length_factor(t.word.chars().count());
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(t: &Tokenizer, s: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        t.tokenize(s, &mut out);
+        out.into_iter().map(|t| t.word).collect()
+    }
+
+    #[test]
+    fn segments_chinese_and_drops_stopwords() {
+        let t = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
+        let w = words(&t, "我们今天去北京大学看看");
+        assert!(w.contains(&"北京大学".to_string()), "{w:?}");
+        assert!(!w.contains(&"我们".to_string()), "stopword kept: {w:?}");
+    }
+
+    #[test]
+    fn tf_counts_repeats_once_per_distinct_token() {
+        let t = Tokenizer::new(Weighting::Tf, "");
+        let mut out = Vec::new();
+        t.tokenize("北京北京上海", &mut out);
+        let bj = out.iter().find(|x| x.word == "北京").map(|x| x.weight);
+        assert_eq!(bj, Some(2.0));
+        assert_eq!(out.len(), 2);
+    }
+
+    #[test]
+    fn tfidf_len_prefers_mid_length_words() {
+        assert!(length_factor(4) > length_factor(1));
+        assert!(length_factor(5) > length_factor(9));
+        assert!((length_factor(4) - 0.974).abs() < 0.01);
+        let t = Tokenizer::new(Weighting::TfidfLen, "");
+        let mut out = Vec::new();
+        t.tokenize("北京大学生物系", &mut out);
+        assert!(out.iter().all(|x| x.weight > 0.0));
+    }
+
+    #[test]
+    fn token_hash_is_stable() {
+        // Persisted fingerprints depend on these values: they must never change.
+        assert_eq!(token_hash("微博"), 0x694a_a1f9_5e9c_f70d);
+        assert_eq!(token_hash("hello"), 0xf125_a7e9_8a96_5846);
+    }
+}
