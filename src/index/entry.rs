@@ -1,0 +1,169 @@
+//! A stored representative and its compact binary encoding (the sled value format).
+
+use crate::types::{EventTime, Fingerprint, PostId};
+use crate::verify::Sketch;
+
+/// Version of the entry encoding; bump when the layout or the token hash changes.
+pub const ENTRY_FORMAT: u8 = 1;
+
+/// One unique representative in the index. Copies of the same representative can live in several
+/// generations (a cluster that keeps receiving duplicates is refreshed into the current one).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    /// Id of the representative post, which is also the cluster id.
+    pub id: PostId,
+    /// Input sequence number of the post that created this copy.
+    pub seq: u64,
+    /// Event time of the post that created this copy.
+    pub time: EventTime,
+    /// SimHash fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Normalized text.
+    pub chars: Box<[char]>,
+    /// xxh3 of the normalized text.
+    pub text_hash: u64,
+    /// Sorted distinct 32-bit token hashes (Zhou's Dup is computed on these).
+    pub tokens: Box<[u32]>,
+}
+
+/// Decoding failures of a stored entry.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DecodeError {
+    /// The value ended early or has trailing bytes.
+    #[error("entry record is truncated or malformed")]
+    Malformed,
+    /// The record was written by an incompatible version.
+    #[error("entry format {0} is not supported (expected {ENTRY_FORMAT})")]
+    Format(u8),
+}
+
+impl Entry {
+    /// The verification view of this entry.
+    pub fn sketch(&self) -> Sketch<'_> {
+        Sketch {
+            chars: &self.chars,
+            text_hash: self.text_hash,
+            fingerprint: self.fingerprint,
+            tokens: &self.tokens,
+        }
+    }
+
+    /// Approximate heap plus inline bytes, for the index-size metric.
+    pub fn approx_bytes(&self) -> usize {
+        std::mem::size_of::<Entry>()
+            + self.id.0.len()
+            + self.chars.len() * 4
+            + self.tokens.len() * 4
+    }
+
+    /// Appends the binary encoding to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let text: String = self.chars.iter().collect();
+        out.push(ENTRY_FORMAT);
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.time.0.to_le_bytes());
+        out.extend_from_slice(&self.fingerprint.0.to_le_bytes());
+        put_bytes(out, self.id.0.as_bytes());
+        put_bytes(out, text.as_bytes());
+        out.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
+        for t in self.tokens.iter() {
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+
+    /// Decodes one entry from the front of `buf`, returning it and the rest of the buffer.
+    pub fn decode(buf: &[u8]) -> Result<(Entry, &[u8]), DecodeError> {
+        let mut r = Reader(buf);
+        let format = r.u8()?;
+        if format != ENTRY_FORMAT {
+            return Err(DecodeError::Format(format));
+        }
+        let seq = r.u64()?;
+        let time = EventTime(r.u64()? as i64);
+        let fingerprint = Fingerprint(r.u64()?);
+        let id = std::str::from_utf8(r.bytes()?)
+            .map_err(|_| DecodeError::Malformed)?
+            .to_string();
+        let text = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::Malformed)?;
+        let text_hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
+        let chars: Box<[char]> = text.chars().collect();
+        let n = r.u32()? as usize;
+        let mut tokens = Vec::with_capacity(n.min(4096));
+        for _ in 0..n {
+            tokens.push(r.u32()?);
+        }
+        let entry = Entry {
+            id: PostId(id),
+            seq,
+            time,
+            fingerprint,
+            chars,
+            text_hash,
+            tokens: tokens.into(),
+        };
+        Ok((entry, r.0))
+    }
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
+        if self.0.len() < n {
+            return Err(DecodeError::Malformed);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> Result<u8, DecodeError> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, DecodeError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_le_bytes(a))
+    }
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let text = "转发微博测试";
+        let e = Entry {
+            id: PostId("3350040253028385".into()),
+            seq: 42,
+            time: EventTime(1_304_404_747),
+            fingerprint: Fingerprint(0xdead_beef),
+            chars: text.chars().collect(),
+            text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
+            tokens: vec![1, 5, 9].into(),
+        };
+        let mut buf = Vec::new();
+        e.encode(&mut buf);
+        e.encode(&mut buf);
+        let (d1, rest) = Entry::decode(&buf).unwrap();
+        let (d2, rest) = Entry::decode(rest).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(d1, e);
+        assert_eq!(d2, e);
+        assert_eq!(Entry::decode(&buf[..10]), Err(DecodeError::Malformed));
+    }
+}

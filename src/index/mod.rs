@@ -1,0 +1,407 @@
+//! The in-memory near-duplicate index. It holds unique representatives only, in generations
+//! (segments) keyed by event-time bucket; a whole generation expires at once by dropping its
+//! segment, so expiry never scans the index. Each segment has three candidate sources:
+//! an exact map on the normalized-text hash, the SimHash block tables, and a character-bigram
+//! inverted index for short texts. Every candidate goes through `verify`.
+
+pub mod entry;
+pub mod grams;
+pub mod tables;
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+pub use entry::Entry;
+use grams::Gram;
+pub use tables::{LayoutError, TableLayout};
+
+use crate::types::PostId;
+use crate::verify::{unverified, verify, Match, Sketch, VerifyConfig, VerifyMode};
+
+/// Index shape and scan bounds (the `[index]` config section).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IndexConfig {
+    /// Number of fingerprint blocks b; the index has C(b, k) tables.
+    pub blocks: usize,
+    /// Maximum Hamming distance k that the block tables guarantee to find.
+    pub max_distance: u32,
+    /// Most entries scanned in one SimHash bucket per query (newest first); larger buckets are
+    /// counted in `bucket_scans_capped`.
+    pub bucket_scan_cap: usize,
+    /// Texts longer than this many characters are not put in the bigram index (SimHash covers
+    /// long posts).
+    pub gram_max_chars: usize,
+    /// Most posting-list entries scanned per query per generation on the bigram path; the rest
+    /// is counted in `posting_scans_capped`.
+    pub posting_scan_cap: usize,
+}
+
+impl Default for IndexConfig {
+    fn default() -> Self {
+        IndexConfig {
+            blocks: 4,
+            max_distance: 3,
+            bucket_scan_cap: 256,
+            gram_max_chars: 512,
+            posting_scan_cap: 4096,
+        }
+    }
+}
+
+/// Where an entry lives: its generation and its slot in that generation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EntryRef {
+    /// Generation (event-time bucket number).
+    pub gen: i64,
+    /// Slot within the generation.
+    pub slot: u32,
+}
+
+/// Counters of one query, for metrics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueryStats {
+    /// Distinct candidates verified.
+    pub candidates: u64,
+    /// Candidates that verification rejected.
+    pub verify_rejects: u64,
+    /// SimHash buckets whose scan hit `bucket_scan_cap`.
+    pub bucket_scans_capped: u64,
+    /// Bigram probes that hit `posting_scan_cap`.
+    pub posting_scans_capped: u64,
+}
+
+/// A post looking for its earlier near-duplicates.
+pub struct Query<'a> {
+    /// The post's own id: a post never matches itself, so replays give the same verdict.
+    pub id: &'a PostId,
+    /// Verification view of the post.
+    pub sketch: Sketch<'a>,
+    /// Distinct bigrams of the normalized text.
+    pub grams: &'a [Gram],
+}
+
+struct Segment {
+    gen: i64,
+    entries: Vec<Entry>,
+    superseded: Vec<bool>,
+    exact: FxHashMap<u64, u32>,
+    tables: Vec<FxHashMap<u64, Vec<u32>>>,
+    grams: FxHashMap<Gram, Vec<u32>>,
+    bytes: usize,
+}
+
+/// Reusable buffers for queries and inserts (the index itself stays immutable while querying).
+#[derive(Default)]
+pub struct Scratch {
+    cands: Vec<EntryRef>,
+    lists: Vec<(usize, u32)>,
+    grams: Vec<Gram>,
+}
+
+/// The generational index.
+pub struct Index {
+    cfg: IndexConfig,
+    verify: VerifyConfig,
+    layout: TableLayout,
+    min_gram_chars: usize,
+    min_len_ratio: f32,
+    segments: VecDeque<Segment>,
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new(cfg: IndexConfig, verify: VerifyConfig) -> Result<Index, LayoutError> {
+        let layout = TableLayout::new(cfg.blocks, cfg.max_distance)?;
+        let min_gram_chars = grams::min_indexed_chars(&verify);
+        // Neither char rule accepts a pair whose lengths differ by more than this ratio.
+        let min_len_ratio = if verify.containment {
+            verify.containment_min_ratio.min(verify.edit_similarity)
+        } else {
+            verify.edit_similarity
+        };
+        Ok(Index {
+            cfg,
+            verify,
+            layout,
+            min_gram_chars,
+            min_len_ratio,
+            segments: VecDeque::new(),
+        })
+    }
+
+    /// Number of live entries (copies included).
+    pub fn len(&self) -> usize {
+        self.segments.iter().map(|s| s.entries.len()).sum()
+    }
+
+    /// True when no entry is live.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Approximate bytes held by entries and their postings.
+    pub fn approx_bytes(&self) -> usize {
+        self.segments.iter().map(|s| s.bytes).sum()
+    }
+
+    /// Live generations, oldest first.
+    pub fn generations(&self) -> impl Iterator<Item = (i64, usize)> + '_ {
+        self.segments.iter().map(|s| (s.gen, s.entries.len()))
+    }
+
+    /// The entry at `r`.
+    pub fn get(&self, r: EntryRef) -> Option<&Entry> {
+        self.segment(r.gen)
+            .and_then(|s| s.entries.get(r.slot as usize))
+    }
+
+    /// Entries of one generation in insertion order.
+    pub fn entries(&self, gen: i64) -> &[Entry] {
+        self.segment(gen)
+            .map(|s| s.entries.as_slice())
+            .unwrap_or(&[])
+    }
+
+    /// SimHash bucket sizes over all tables and generations (for `inspect`).
+    pub fn bucket_sizes(&self) -> impl Iterator<Item = usize> + '_ {
+        self.segments
+            .iter()
+            .flat_map(|s| s.tables.iter().flat_map(|t| t.values().map(Vec::len)))
+    }
+
+    /// Whether a newer copy of the entry at `r` exists, so a match on it needs no refresh.
+    pub fn is_superseded(&self, r: EntryRef) -> bool {
+        self.segment(r.gen)
+            .and_then(|s| s.superseded.get(r.slot as usize).copied())
+            .unwrap_or(false)
+    }
+
+    /// Records that the entry at `r` has a newer copy.
+    pub fn mark_superseded(&mut self, r: EntryRef) {
+        if let Some(s) = self.segments.iter_mut().find(|s| s.gen == r.gen) {
+            if let Some(f) = s.superseded.get_mut(r.slot as usize) {
+                *f = true;
+            }
+        }
+    }
+
+    fn segment(&self, gen: i64) -> Option<&Segment> {
+        self.segments.iter().find(|s| s.gen == gen)
+    }
+
+    /// Drops every generation older than `min_gen`; returns how many entries went with them.
+    pub fn expire_before(&mut self, min_gen: i64) -> usize {
+        let mut dropped = 0;
+        while self.segments.front().is_some_and(|s| s.gen < min_gen) {
+            if let Some(s) = self.segments.pop_front() {
+                dropped += s.entries.len();
+            }
+        }
+        dropped
+    }
+
+    /// Adds an entry to generation `gen` (created on demand) and indexes it.
+    pub fn insert(&mut self, gen: i64, entry: Entry, scratch: &mut Scratch) -> EntryRef {
+        let pos = self.segments.iter().position(|s| s.gen >= gen);
+        let idx = match pos {
+            Some(i) if self.segments[i].gen == gen => i,
+            Some(i) => {
+                self.segments
+                    .insert(i, Segment::new(gen, self.layout.tables()));
+                i
+            }
+            None => {
+                self.segments
+                    .push_back(Segment::new(gen, self.layout.tables()));
+                self.segments.len() - 1
+            }
+        };
+        let n = entry.chars.len();
+        let tabled = self.tabled(entry.tokens.len());
+        let gram_indexed =
+            self.gram_path() && n >= self.min_gram_chars && n <= self.cfg.gram_max_chars;
+        let seg = &mut self.segments[idx];
+        let slot = seg.entries.len() as u32;
+        seg.exact.entry(entry.text_hash).or_insert(slot);
+        if tabled {
+            for (t, table) in seg.tables.iter_mut().enumerate() {
+                table
+                    .entry(self.layout.key(t, entry.fingerprint))
+                    .or_default()
+                    .push(slot);
+            }
+        }
+        let mut bytes = entry.approx_bytes() + 16;
+        if gram_indexed {
+            grams::distinct_bigrams(&entry.chars, &mut scratch.grams);
+            for g in &scratch.grams {
+                seg.grams.entry(*g).or_default().push(slot);
+            }
+            bytes += scratch.grams.len() * 12;
+        }
+        seg.bytes += bytes + self.layout.tables() * 12;
+        seg.entries.push(entry);
+        seg.superseded.push(false);
+        EntryRef { gen, slot }
+    }
+
+    fn simhash_only(&self) -> bool {
+        self.verify.mode == VerifyMode::SimhashOnly
+    }
+
+    fn gram_path(&self) -> bool {
+        !self.simhash_only()
+    }
+
+    /// Whether an entry with `tokens` distinct tokens goes into the block tables: only posts with
+    /// enough tokens for a stable fingerprint (all of them in `simhash_only` mode).
+    fn tabled(&self, tokens: usize) -> bool {
+        self.simhash_only() || tokens >= self.verify.simhash_min_tokens
+    }
+
+    /// Finds the best verified earlier match of `q`, newest generation first. Ties go to the
+    /// newer generation, then the older entry, so the result is deterministic.
+    pub fn find(
+        &self,
+        q: &Query<'_>,
+        scratch: &mut Scratch,
+        stats: &mut QueryStats,
+    ) -> Option<(EntryRef, Match)> {
+        for seg in self.segments.iter().rev() {
+            if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
+                let e = &seg.entries[slot as usize];
+                if e.id != *q.id && *e.chars == *q.sketch.chars {
+                    stats.candidates += 1;
+                    let r = EntryRef { gen: seg.gen, slot };
+                    return verify(&q.sketch, &e.sketch(), &self.verify).map(|m| (r, m));
+                }
+            }
+        }
+        scratch.cands.clear();
+        for seg in self.segments.iter().rev() {
+            self.simhash_candidates(seg, q, scratch, stats);
+            self.gram_candidates(seg, q, scratch, stats);
+        }
+        let mut best: Option<(EntryRef, Match)> = None;
+        let mut cands = std::mem::take(&mut scratch.cands);
+        // Newest generation first, then oldest slot: the first of equal scores wins.
+        cands.sort_unstable_by(|a, b| b.gen.cmp(&a.gen).then(a.slot.cmp(&b.slot)));
+        cands.dedup();
+        for r in &cands {
+            let Some(e) = self.get(*r) else { continue };
+            if e.id == *q.id {
+                continue;
+            }
+            stats.candidates += 1;
+            let verdict = if self.simhash_only() {
+                Some(unverified(&q.sketch, &e.sketch(), &self.verify))
+            } else {
+                verify(&q.sketch, &e.sketch(), &self.verify)
+            };
+            match verdict {
+                Some(m) if best.as_ref().is_none_or(|(_, b)| m.score > b.score) => {
+                    best = Some((*r, m))
+                }
+                Some(_) => {}
+                None => stats.verify_rejects += 1,
+            }
+        }
+        scratch.cands = cands;
+        best
+    }
+
+    fn simhash_candidates(
+        &self,
+        seg: &Segment,
+        q: &Query<'_>,
+        scratch: &mut Scratch,
+        stats: &mut QueryStats,
+    ) {
+        if !self.tabled(q.sketch.tokens.len()) {
+            return;
+        }
+        let fp = q.sketch.fingerprint;
+        for (t, table) in seg.tables.iter().enumerate() {
+            let Some(bucket) = table.get(&self.layout.key(t, fp)) else {
+                continue;
+            };
+            if bucket.len() > self.cfg.bucket_scan_cap {
+                stats.bucket_scans_capped += 1;
+            }
+            for &slot in bucket.iter().rev().take(self.cfg.bucket_scan_cap) {
+                if seg.entries[slot as usize].fingerprint.hamming(fp) <= self.cfg.max_distance {
+                    scratch.cands.push(EntryRef { gen: seg.gen, slot });
+                }
+            }
+        }
+    }
+
+    fn gram_candidates(
+        &self,
+        seg: &Segment,
+        q: &Query<'_>,
+        scratch: &mut Scratch,
+        stats: &mut QueryStats,
+    ) {
+        let n = q.sketch.chars.len();
+        if !self.gram_path()
+            || n < self.min_gram_chars
+            || q.grams.is_empty()
+            || seg.grams.is_empty()
+        {
+            return;
+        }
+        let probes = grams::max_missing_grams(n, &self.verify) + 1;
+        scratch.lists.clear();
+        for (i, g) in q.grams.iter().enumerate() {
+            let len = seg.grams.get(g).map_or(0, |l| l.len() as u32);
+            scratch.lists.push((i, len));
+        }
+        // Any `probes` distinct grams are complete (see grams::max_missing_grams): take the
+        // rarest in this generation to keep the scan short.
+        scratch.lists.sort_unstable_by_key(|&(i, len)| (len, i));
+        let mut budget = self.cfg.posting_scan_cap;
+        for &(i, len) in scratch.lists.iter().take(probes) {
+            if len == 0 {
+                continue;
+            }
+            let Some(list) = seg.grams.get(&q.grams[i]) else {
+                continue;
+            };
+            if list.len() > budget {
+                stats.posting_scans_capped += 1;
+            }
+            let lo = q.sketch.chars.len();
+            for &slot in list.iter().rev().take(budget) {
+                let m = seg.entries[slot as usize].chars.len();
+                // Both char rules need comparable lengths; skip the rest before verification.
+                if m as f32 >= self.min_len_ratio * lo as f32
+                    && lo as f32 >= self.min_len_ratio * m as f32
+                {
+                    scratch.cands.push(EntryRef { gen: seg.gen, slot });
+                }
+            }
+            budget = budget.saturating_sub(list.len());
+            if budget == 0 {
+                break;
+            }
+        }
+    }
+}
+
+impl Segment {
+    fn new(gen: i64, tables: usize) -> Segment {
+        Segment {
+            gen,
+            entries: Vec::new(),
+            superseded: Vec::new(),
+            exact: FxHashMap::default(),
+            tables: (0..tables).map(|_| FxHashMap::default()).collect(),
+            grams: FxHashMap::default(),
+            bytes: 0,
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! Manku et al. (2007) block tables: the 64-bit fingerprint is cut into `b` blocks; every choice of
+//! `b - k` blocks is one table keyed by those bits. Two fingerprints within Hamming distance `k`
+//! differ in at most `k` blocks, so by the pigeonhole principle they agree on some `b - k` blocks
+//! and meet in that table: C(b, k) tables find every pair within distance `k`.
+
+use crate::types::Fingerprint;
+
+/// The table masks for one (b, k) choice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableLayout {
+    masks: Vec<u64>,
+}
+
+/// Invalid (b, k) pairs.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum LayoutError {
+    /// Blocks must be between 1 and 64 and more than k.
+    #[error("index.blocks must be in 1..=64 and greater than index.max_distance (got blocks={blocks}, max_distance={k})")]
+    Invalid {
+        /// b
+        blocks: usize,
+        /// k
+        k: u32,
+    },
+}
+
+impl TableLayout {
+    /// Builds the C(b, k) masks. Block i covers bits [i*64/b, (i+1)*64/b).
+    pub fn new(blocks: usize, k: u32) -> Result<TableLayout, LayoutError> {
+        if blocks == 0 || blocks > 64 || k as usize >= blocks {
+            return Err(LayoutError::Invalid { blocks, k });
+        }
+        let block_mask = |i: usize| -> u64 {
+            let lo = i * 64 / blocks;
+            let hi = (i + 1) * 64 / blocks;
+            let width = hi - lo;
+            let ones = if width == 64 {
+                u64::MAX
+            } else {
+                (1u64 << width) - 1
+            };
+            ones << lo
+        };
+        let keep = blocks - k as usize;
+        let mut masks = Vec::new();
+        let mut pick: Vec<usize> = (0..keep).collect();
+        loop {
+            masks.push(pick.iter().fold(0u64, |m, &i| m | block_mask(i)));
+            // Next combination in lexicographic order.
+            let mut i = keep;
+            loop {
+                if i == 0 {
+                    return Ok(TableLayout { masks });
+                }
+                i -= 1;
+                if pick[i] < blocks - keep + i {
+                    pick[i] += 1;
+                    for j in i + 1..keep {
+                        pick[j] = pick[j - 1] + 1;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Number of tables.
+    pub fn tables(&self) -> usize {
+        self.masks.len()
+    }
+
+    /// The key of `fp` in table `t`.
+    pub fn key(&self, t: usize, fp: Fingerprint) -> u64 {
+        fp.0 & self.masks[t]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn table_counts_are_binomial() {
+        assert_eq!(TableLayout::new(4, 3).map(|l| l.tables()), Ok(4));
+        assert_eq!(TableLayout::new(6, 3).map(|l| l.tables()), Ok(20));
+        assert_eq!(TableLayout::new(8, 3).map(|l| l.tables()), Ok(56));
+        assert!(TableLayout::new(3, 3).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn pigeonhole_distance_le_k_shares_a_key(a: u64, flips in proptest::collection::vec(0u32..64, 0..=3), b in 4usize..9) {
+            let layout = TableLayout::new(b, 3).unwrap();
+            let mut x = a;
+            for f in flips { x ^= 1 << f; }
+            let (fa, fb) = (Fingerprint(a), Fingerprint(x));
+            prop_assert!(fa.hamming(fb) <= 3);
+            prop_assert!((0..layout.tables()).any(|t| layout.key(t, fa) == layout.key(t, fb)));
+        }
+    }
+}
