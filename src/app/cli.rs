@@ -1,0 +1,288 @@
+//! Command-line interface: clap definitions and the dispatch from subcommands to the library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::app::config::Config;
+use crate::app::eval;
+use crate::io::file::{self, FileJob, Summary};
+use crate::text::tokenize::Tokenizer;
+
+/// Exit code: the input was processed to the end.
+pub const EXIT_OK: u8 = 0;
+/// Exit code: a runtime failure (I/O, state store); outputs are consistent up to the last checkpoint.
+pub const EXIT_FAILURE: u8 = 1;
+/// Exit code: bad usage or configuration (clap uses 2 as well).
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: stopped by SIGINT/SIGTERM after a clean checkpoint; rerun the same command to resume.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Near-duplicate filter for Chinese microblog firehoses.
+///
+/// Normalizes Weibo-style posts (repost chains, @mentions, links, [emoticons], emoji, full-width
+/// characters), segments them with jieba, fingerprints them with a 64-bit SimHash and checks an
+/// event-time sliding window of earlier unique posts: SimHash block tables plus a character-bigram
+/// index for short posts, every candidate verified. Unique posts, duplicate-cluster events and
+/// rejected records go to three outputs.
+#[derive(Debug, Parser)]
+#[command(name = "simdedup", version, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "SIMDEDUP_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// Log filter (tracing-subscriber syntax, e.g. `info` or `simdedup=debug`).
+    #[arg(long, global = true, default_value = "info", env = "SIMDEDUP_LOG")]
+    pub log_level: String,
+    /// The subcommand.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 done, 1 runtime failure (outputs consistent up to the last checkpoint), \
+2 usage or configuration error, 130 interrupted by a signal after a clean checkpoint (rerun to resume).";
+
+/// Log formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Deduplicate a JSON-lines file or stdin (the embedded default, no Kafka).
+    #[command(after_help = DEDUP_EXAMPLES)]
+    Dedup(DedupArgs),
+    /// Score the engine on a labelled stream (truth.jsonl as in the benchmark).
+    #[command(after_help = EVAL_EXAMPLES)]
+    Eval(EvalArgs),
+}
+
+const DEDUP_EXAMPLES: &str = "Examples:
+  simdedup dedup --input posts.jsonl --unique-out unique.jsonl \\
+      --duplicates-out dups.jsonl --rejected-out rejected.jsonl --state-dir state/
+  cat posts.jsonl | simdedup dedup --input - --unique-out - \\
+      --duplicates-out dups.jsonl --rejected-out rejected.jsonl --state-dir state/
+
+Rerunning an interrupted command with the same state dir resumes at its last checkpoint;
+running another input with the same state dir continues the window.";
+
+const EVAL_EXAMPLES: &str = "Example:
+  simdedup eval --posts bench/posts.jsonl --truth bench/truth.jsonl";
+
+/// Options shared by commands that build an engine.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// TOML config file (see config/default.toml); compiled defaults when absent.
+    #[arg(long, env = "SIMDEDUP_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+/// `dedup` options.
+#[derive(Debug, Args)]
+pub struct DedupArgs {
+    /// Input JSON lines, `-` for stdin.
+    #[arg(long)]
+    pub input: String,
+    /// Unique posts (the original JSON), `-` for stdout.
+    #[arg(long, default_value = "-")]
+    pub unique_out: String,
+    /// Duplicate-cluster events (JSON lines).
+    #[arg(long)]
+    pub duplicates_out: String,
+    /// Rejected records with their reason (JSON lines).
+    #[arg(long)]
+    pub rejected_out: String,
+    /// State directory (sled). Without it the window lives in memory and nothing persists.
+    #[arg(long, env = "SIMDEDUP_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Start a new run even if the state dir holds an interrupted run of this command.
+    #[arg(long)]
+    pub no_resume: bool,
+    /// Never draw the progress bar (it is drawn only when stderr is a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Add `simhash` and `tokens` to unique posts (overrides `output.enrich`).
+    #[arg(long)]
+    pub enrich: bool,
+    /// Configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+/// `eval` options.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Posts, one JSON object per line, in stream order.
+    #[arg(long)]
+    pub posts: PathBuf,
+    /// Truth: `{"id","cluster","label","kind"}` per line, same order.
+    #[arg(long)]
+    pub truth: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
+fn load_config(args: &ConfigArgs) -> Result<Config, String> {
+    match &args.config {
+        Some(p) => Config::from_file(p).map_err(|e| e.to_string()),
+        None => Ok(Config::default()),
+    }
+}
+
+fn build_tokenizer(cfg: &Config) -> Result<Tokenizer, String> {
+    let stop = cfg.stopwords().map_err(|e| e.to_string())?;
+    Ok(Tokenizer::new(cfg.text.weighting, &stop))
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Dedup(a) => dedup(a),
+        Command::Eval(a) => run_eval(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err((code, msg)) => {
+            eprintln!("simdedup: error: {msg}");
+            ExitCode::from(code)
+        }
+    }
+}
+
+type CmdResult = Result<u8, (u8, String)>;
+
+fn usage(msg: impl Into<String>) -> (u8, String) {
+    (EXIT_USAGE, msg.into())
+}
+
+fn dedup(a: DedupArgs) -> CmdResult {
+    let mut cfg = load_config(&a.config).map_err(usage)?;
+    cfg.output.enrich |= a.enrich;
+    let outs = [&a.unique_out, &a.duplicates_out, &a.rejected_out];
+    for (i, x) in outs.iter().enumerate() {
+        if outs[i + 1..].contains(x) {
+            return Err(usage(format!(
+                "output {x} is given twice; each output needs its own file"
+            )));
+        }
+    }
+    let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal exits at once; the first asks for a clean checkpoint.
+        let _ = signal_hook::flag::register_conditional_shutdown(
+            sig,
+            EXIT_INTERRUPTED as i32,
+            Arc::clone(&stop),
+        );
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
+    let job = FileJob {
+        input: a.input,
+        unique_out: a.unique_out,
+        duplicates_out: a.duplicates_out,
+        rejected_out: a.rejected_out,
+        state_dir: a.state_dir,
+        progress: !a.no_progress,
+        no_resume: a.no_resume,
+    };
+    let summary = file::run(&job, &cfg, &tokenizer, &stop).map_err(|e| match e {
+        file::PipelineError::Config(m) => usage(m),
+        other => (EXIT_FAILURE, other.to_string()),
+    })?;
+    eprintln!("{}", render_summary(&summary));
+    Ok(if summary.completed {
+        EXIT_OK
+    } else {
+        EXIT_INTERRUPTED
+    })
+}
+
+/// The closing summary printed on stderr.
+pub fn render_summary(s: &Summary) -> String {
+    let mut out = format!(
+        "simdedup: {} records in {:.2} s ({:.0} records/s): {} unique ({} empty), {} duplicates, {} rejected",
+        s.records,
+        s.elapsed_secs,
+        s.rate(),
+        s.unique,
+        s.empty,
+        s.duplicates,
+        s.rejected
+    );
+    if !s.rejected_by_reason.is_empty() {
+        let parts: Vec<String> = s
+            .rejected_by_reason
+            .iter()
+            .map(|(r, n)| format!("{r}={n}"))
+            .collect();
+        out.push_str(&format!(" [{}]", parts.join(", ")));
+    }
+    if let Some(r) = s.resumed_at_record {
+        out.push_str(&format!("; resumed after record {r}"));
+    }
+    if s.restored_entries > 0 {
+        out.push_str(&format!(
+            "; {} entries restored in {:.2} s",
+            s.restored_entries, s.restore_secs
+        ));
+    }
+    out.push_str(&format!("; {} live index entries", s.index_entries));
+    if !s.completed {
+        out.push_str("; interrupted: rerun the same command to resume");
+    }
+    out
+}
+
+fn run_eval(a: EvalArgs) -> CmdResult {
+    let cfg = load_config(&a.config).map_err(usage)?;
+    let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
+    let r = eval::evaluate(&a.posts, &a.truth, &cfg, &tokenizer)
+        .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).map_err(|e| (EXIT_FAILURE, e.to_string()))?
+        );
+    } else {
+        println!(
+            "posts {}  lost {}  output twice {}  scored {}",
+            r.posts, r.lost, r.duplicated_outputs, r.scored_posts
+        );
+        println!(
+            "precision {:.4}  recall {:.4}  F1 {:.4}  (predicted dup {}, false positives {})",
+            r.precision, r.recall, r.f1, r.predicted_dup, r.false_positives
+        );
+        for (k, v) in &r.recall_by_kind {
+            println!(
+                "  recall {k:<10} {v:.4}  (of {})",
+                r.truth_dup_by_kind.get(k).copied().unwrap_or(0)
+            );
+        }
+        println!(
+            "lcqmc_neg flagged {} of {}",
+            r.lcqmc_neg_fp, r.lcqmc_neg_posts_scored
+        );
+        for (m, [ok, wrong]) in &r.by_method {
+            println!("  method {m:<12} correct {ok:>6}  wrong {wrong:>4}");
+        }
+        println!(
+            "candidates verified {} (rejected {}), capped scans: buckets {} postings {}",
+            r.candidates, r.verify_rejects, r.bucket_scans_capped, r.posting_scans_capped
+        );
+        println!("engine rate {:.0} posts/s", r.posts_per_sec);
+    }
+    Ok(EXIT_OK)
+}

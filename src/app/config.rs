@@ -1,0 +1,198 @@
+//! Configuration: compiled defaults, overlaid by a TOML file, then by `SIMDEDUP_*` environment
+//! variables and command-line flags (the last two are applied by the CLI). Unknown keys are
+//! errors that name the key and the file.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{EmptyPolicy, EngineConfig};
+use crate::index::IndexConfig;
+use crate::input::InputConfig;
+use crate::text::tokenize::Weighting;
+use crate::verify::VerifyConfig;
+use crate::window::WindowConfig;
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// How input lines are decoded.
+    pub input: InputConfig,
+    /// Normalization and segmentation.
+    pub text: TextConfig,
+    /// SimHash block tables and the bigram index.
+    pub index: IndexConfig,
+    /// Verification thresholds.
+    pub verify: VerifyConfig,
+    /// Sliding window.
+    pub window: WindowConfig,
+    /// Durable state.
+    pub state: StateConfig,
+    /// Output records.
+    pub output: OutputConfig,
+}
+
+/// The `[text]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TextConfig {
+    /// Token weighting: `tf`, `tfidf` (jieba's IDF) or `tfidf_len` (IDF times word-length factor).
+    pub weighting: Weighting,
+    /// Stopword file (one word per line, `#` comments). Empty: the list shipped in
+    /// `config/stopwords.txt`, compiled into the binary.
+    pub stopwords_file: String,
+    /// Posts whose text normalizes to nothing: `pass` (unique, marked empty) or `reject`.
+    pub empty_posts: EmptyPolicy,
+}
+
+impl Default for TextConfig {
+    fn default() -> Self {
+        TextConfig {
+            weighting: Weighting::Tf,
+            stopwords_file: String::new(),
+            empty_posts: EmptyPolicy::Pass,
+        }
+    }
+}
+
+/// The `[state]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// A checkpoint (outputs flushed, index changes and input position persisted) is taken after
+    /// this many input records...
+    pub checkpoint_every_records: u64,
+    /// ...or after this many milliseconds, whichever comes first.
+    pub checkpoint_interval_ms: u64,
+    /// sled page cache size in bytes.
+    pub cache_capacity_bytes: u64,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            checkpoint_every_records: 50_000,
+            checkpoint_interval_ms: 1_000,
+            cache_capacity_bytes: 256 << 20,
+        }
+    }
+}
+
+/// The `[output]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    /// Add `simhash` (hex) and `tokens` to unique posts, under `enrich_key`.
+    pub enrich: bool,
+    /// Object key of the added fields in a unique post (also used to mark empty posts).
+    pub enrich_key: String,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            enrich: false,
+            enrich_key: "simdedup".to_string(),
+        }
+    }
+}
+
+/// Configuration loading errors.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has an unknown key or a bad value.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The TOML error, which names the key.
+        message: String,
+    },
+    /// The stopword file could not be read.
+    #[error("cannot read stopwords file {path}: {source}")]
+    Stopwords {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl Config {
+    /// Reads a TOML file over the compiled defaults.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.into(),
+            source,
+        })?;
+        Config::from_toml(&text).map_err(|message| ConfigError::Parse {
+            path: path.into(),
+            message,
+        })
+    }
+
+    /// Parses TOML text over the compiled defaults.
+    pub fn from_toml(text: &str) -> Result<Config, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+    }
+
+    /// The engine's part.
+    pub fn engine(&self) -> EngineConfig {
+        EngineConfig {
+            index: self.index.clone(),
+            verify: self.verify.clone(),
+            window: self.window.clone(),
+            empty_posts: self.text.empty_posts,
+        }
+    }
+
+    /// The stopword list text (the shipped one unless a file is configured).
+    pub fn stopwords(&self) -> Result<String, ConfigError> {
+        if self.text.stopwords_file.is_empty() {
+            return Ok(crate::text::tokenize::DEFAULT_STOPWORDS.to_string());
+        }
+        let path = PathBuf::from(&self.text.stopwords_file);
+        std::fs::read_to_string(&path).map_err(|source| ConfigError::Stopwords { path, source })
+    }
+
+    /// An identifier of every setting that changes stored fingerprints or token hashes; a state
+    /// dir built under another one cannot be reused.
+    pub fn analysis_id(&self) -> Result<String, ConfigError> {
+        let stop = self.stopwords()?;
+        let h = xxhash_rust::xxh3::xxh3_64(stop.as_bytes());
+        Ok(format!(
+            "entry{}-seed{:x}-{}-stop{:016x}",
+            crate::index::entry::ENTRY_FORMAT,
+            crate::text::tokenize::TOKEN_HASH_SEED,
+            self.text.weighting.as_str(),
+            h
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shipped_default_toml_equals_compiled_defaults() {
+        let text = include_str!("../../config/default.toml");
+        let parsed = Config::from_toml(text).unwrap();
+        assert_eq!(parsed, Config::default());
+    }
+
+    #[test]
+    fn unknown_key_is_named() {
+        let err = Config::from_toml("[index]\nblokcs = 4\n").unwrap_err();
+        assert!(err.contains("blokcs"), "{err}");
+    }
+}

@@ -1,0 +1,6 @@
+//! The application edge: command line, configuration, telemetry and evaluation.
+
+pub mod cli;
+pub mod config;
+pub mod eval;
+pub mod telemetry;

@@ -1,0 +1,16 @@
+//! Logging set-up: `tracing` to stderr, as text or JSON.
+
+use crate::app::cli::LogFormat;
+
+/// Installs the global subscriber. Invalid filters fall back to `info`.
+pub fn init(format: LogFormat, filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}

@@ -1,0 +1,488 @@
+//! The embedded default: files or stdin/stdout instead of Kafka, same engine, same sled state.
+//! Checkpoints flush the outputs, persist index changes and the input position; a rerun of an
+//! interrupted command resumes there, truncating file outputs back to their checkpointed length,
+//! so the finished outputs equal those of an uninterrupted run.
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::app::config::Config;
+use crate::engine::Engine;
+use crate::io::process::{Emitted, Processor, Sink};
+use crate::state::{Checkpoint, OutputMark, RunRecord, StateError, Store};
+use crate::text::tokenize::Tokenizer;
+use crate::types::RejectReason;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct FileJob {
+    /// Input path, `-` for stdin.
+    pub input: String,
+    /// Unique posts, `-` for stdout.
+    pub unique_out: String,
+    /// Duplicate events.
+    pub duplicates_out: String,
+    /// Rejected records.
+    pub rejected_out: String,
+    /// Durable state; `None` keeps the index in memory only.
+    pub state_dir: Option<PathBuf>,
+    /// Draw a progress bar on stderr when it is a terminal.
+    pub progress: bool,
+    /// Start a new run even if the state holds an interrupted run of the same input.
+    pub no_resume: bool,
+}
+
+/// Errors of a file run.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// An input or output file failed.
+    #[error("{what} {path}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The durable store failed.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// Configuration problem.
+    #[error("{0}")]
+    Config(String),
+}
+
+/// Counts of a finished (or interrupted) run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Summary {
+    /// Input records handled in this process.
+    pub records: u64,
+    /// Unique posts (empty ones included).
+    pub unique: u64,
+    /// Of the unique posts, those empty after normalization.
+    pub empty: u64,
+    /// Duplicate events.
+    pub duplicates: u64,
+    /// Rejected records.
+    pub rejected: u64,
+    /// Rejected records by reason.
+    pub rejected_by_reason: Vec<(RejectReason, u64)>,
+    /// Records skipped because an earlier process already checkpointed them.
+    pub resumed_at_record: Option<u64>,
+    /// Whether the input was read to the end.
+    pub completed: bool,
+    /// Live index entries at the end.
+    pub index_entries: usize,
+    /// Entries rebuilt from the state dir at start.
+    pub restored_entries: usize,
+    /// Seconds spent restoring state.
+    pub restore_secs: f64,
+    /// Wall-clock seconds of the run.
+    pub elapsed_secs: f64,
+}
+
+impl Summary {
+    /// Records per second of this process.
+    pub fn rate(&self) -> f64 {
+        if self.elapsed_secs > 0.0 {
+            self.records as f64 / self.elapsed_secs
+        } else {
+            0.0
+        }
+    }
+}
+
+struct Output {
+    path: String,
+    writer: Box<dyn Write>,
+    file: Option<File>,
+    written: u64,
+}
+
+impl Output {
+    fn open(path: &str, resume_len: Option<u64>) -> Result<Output, PipelineError> {
+        if path == "-" {
+            let writer: Box<dyn Write> =
+                Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout()));
+            return Ok(Output {
+                path: path.into(),
+                writer,
+                file: None,
+                written: 0,
+            });
+        }
+        let io = |what, source| PipelineError::Io {
+            what,
+            path: path.to_string(),
+            source,
+        };
+        if let Some(parent) = Path::new(path)
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent).map_err(|e| io("cannot create directory for", e))?;
+        }
+        let mut file = OpenOptions::new()
+            .create(true)
+            .write(true)
+            .truncate(resume_len.is_none())
+            .open(path)
+            .map_err(|e| io("cannot open output", e))?;
+        let written = resume_len.unwrap_or(0);
+        if let Some(len) = resume_len {
+            // Drop whatever was written after the checkpoint; it is re-emitted identically.
+            file.set_len(len)
+                .map_err(|e| io("cannot truncate output", e))?;
+            file.seek(SeekFrom::Start(len))
+                .map_err(|e| io("cannot seek output", e))?;
+        }
+        let clone = file.try_clone().map_err(|e| io("cannot open output", e))?;
+        Ok(Output {
+            path: path.into(),
+            writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
+            file: Some(clone),
+            written,
+        })
+    }
+
+    fn write_record(&mut self, rec: &[u8]) -> Result<(), PipelineError> {
+        self.writer
+            .write_all(rec)
+            .and_then(|_| self.writer.write_all(b"\n"))
+            .map_err(|source| PipelineError::Io {
+                what: "cannot write",
+                path: self.path.clone(),
+                source,
+            })?;
+        self.written += rec.len() as u64 + 1;
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<OutputMark, PipelineError> {
+        let err = |source| PipelineError::Io {
+            what: "cannot flush",
+            path: self.path.clone(),
+            source,
+        };
+        self.writer.flush().map_err(err)?;
+        if let Some(f) = &self.file {
+            f.sync_data().map_err(err)?;
+        }
+        Ok(OutputMark {
+            path: self.path.clone(),
+            len: self.written,
+        })
+    }
+}
+
+struct Input {
+    reader: Box<dyn BufRead>,
+    offset: u64,
+    len: Option<u64>,
+}
+
+fn open_input(path: &str, resume: Option<&RunRecord>) -> Result<(Input, u64), PipelineError> {
+    let io = |what, source| PipelineError::Io {
+        what,
+        path: path.to_string(),
+        source,
+    };
+    if path == "-" {
+        let mut reader: Box<dyn BufRead> =
+            Box::new(BufReader::with_capacity(1 << 20, std::io::stdin()));
+        let mut skipped = 0;
+        if let Some(run) = resume {
+            // stdin cannot seek: skip the records the checkpoint already covers.
+            let mut buf = Vec::new();
+            while skipped < run.records {
+                buf.clear();
+                if reader
+                    .read_until(b'\n', &mut buf)
+                    .map_err(|e| io("cannot read", e))?
+                    == 0
+                {
+                    break;
+                }
+                skipped += 1;
+            }
+        }
+        return Ok((
+            Input {
+                reader,
+                offset: resume.map_or(0, |r| r.input_offset),
+                len: None,
+            },
+            skipped,
+        ));
+    }
+    let mut file = File::open(path).map_err(|e| io("cannot open input", e))?;
+    let len = file.metadata().map(|m| m.len()).ok();
+    let offset = resume.map_or(0, |r| r.input_offset);
+    if offset > 0 {
+        if len.is_some_and(|l| l < offset) {
+            return Err(PipelineError::Config(format!(
+                "input {path} is shorter ({} bytes) than the checkpoint of the interrupted run ({offset} bytes); pass --no-resume to start over",
+                len.unwrap_or(0)
+            )));
+        }
+        file.seek(SeekFrom::Start(offset))
+            .map_err(|e| io("cannot seek input", e))?;
+    }
+    let skipped = resume.map_or(0, |r| r.records);
+    Ok((
+        Input {
+            reader: Box::new(BufReader::with_capacity(1 << 20, file)),
+            offset,
+            len,
+        },
+        skipped,
+    ))
+}
+
+fn progress_bar(enabled: bool, len: Option<u64>) -> Option<indicatif::ProgressBar> {
+    if !enabled || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let style = |t: &str| indicatif::ProgressStyle::with_template(t).ok();
+    let pb = match len {
+        Some(l) => {
+            let pb = indicatif::ProgressBar::new(l);
+            if let Some(s) = style("{bar:40} {bytes}/{total_bytes} {msg} eta {eta}") {
+                pb.set_style(s);
+            }
+            pb
+        }
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    pb.set_draw_target(indicatif::ProgressDrawTarget::stderr_with_hz(4));
+    Some(pb)
+}
+
+/// Runs the file pipeline until the input ends or `stop` is set (then checkpoints and returns
+/// with `completed: false`).
+pub fn run(
+    job: &FileJob,
+    cfg: &Config,
+    tokenizer: &Tokenizer,
+    stop: &AtomicBool,
+) -> Result<Summary, PipelineError> {
+    let started = Instant::now();
+    let mut engine =
+        Engine::new(&cfg.engine()).map_err(|e| PipelineError::Config(e.to_string()))?;
+    let analysis = cfg
+        .analysis_id()
+        .map_err(|e| PipelineError::Config(e.to_string()))?;
+    let store = match &job.state_dir {
+        Some(dir) => Some(Store::open(dir, &analysis, cfg.state.cache_capacity_bytes)?),
+        None => None,
+    };
+    let cp = match &store {
+        Some(s) => s.checkpoint()?.unwrap_or_default(),
+        None => Checkpoint::default(),
+    };
+    let resume = resumable(job, &cp);
+    let mut summary = Summary::default();
+    if let Some(s) = &store {
+        let t = Instant::now();
+        let probe = Engine::new(&cfg.engine()).map_err(|e| PipelineError::Config(e.to_string()))?;
+        let min_gen = probe
+            .window()
+            .clone()
+            .with_watermark(cp.watermark)
+            .min_live_generation();
+        let loaded = s.load(min_gen, cp.next_seq)?;
+        summary.restored_entries = loaded.entries;
+        engine.restore(cp.watermark, loaded.generations);
+        summary.restore_secs = t.elapsed().as_secs_f64();
+        tracing::info!(
+            entries = summary.restored_entries,
+            discarded = loaded.discarded,
+            secs = summary.restore_secs,
+            "state restored"
+        );
+    }
+    let (mut input, skipped) = open_input(&job.input, resume.as_ref())?;
+    let mark = |p: &str| {
+        resume
+            .as_ref()
+            .and_then(|r| r.outputs.iter().find(|o| o.path == p).map(|o| o.len))
+    };
+    let mut outs = [
+        Output::open(&job.unique_out, mark(&job.unique_out))?,
+        Output::open(&job.duplicates_out, mark(&job.duplicates_out))?,
+        Output::open(&job.rejected_out, mark(&job.rejected_out))?,
+    ];
+    let mut counts = resume.as_ref().map_or([0; 3], |r| r.counts);
+    if let Some(r) = &resume {
+        summary.resumed_at_record = Some(r.records);
+        tracing::info!(
+            record = r.records,
+            offset = r.input_offset,
+            "resuming interrupted run"
+        );
+    }
+    let mut proc = Processor::new(cfg, tokenizer, engine);
+    let mut ctx = RunCtx {
+        store: store.as_ref(),
+        job,
+        seq: cp.next_seq,
+        records: skipped,
+        counts: &mut counts,
+    };
+    let pb = progress_bar(job.progress, input.len);
+    let mut reasons = [0u64; RejectReason::ALL.len()];
+    let mut line = Vec::with_capacity(4096);
+    let mut emitted = Emitted::default();
+    let mut since_cp = 0u64;
+    let mut last_cp = Instant::now();
+    let interval = Duration::from_millis(cfg.state.checkpoint_interval_ms);
+    let mut completed = false;
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        line.clear();
+        let n = input
+            .reader
+            .read_until(b'\n', &mut line)
+            .map_err(|source| PipelineError::Io {
+                what: "cannot read",
+                path: job.input.clone(),
+                source,
+            })?;
+        if n == 0 {
+            completed = true;
+            break;
+        }
+        input.offset += n as u64;
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        ctx.records += 1;
+        proc.process(&line, ctx.seq, ctx.records, &mut emitted);
+        ctx.seq += 1;
+        tally(&emitted, &mut summary, ctx.counts, &mut reasons);
+        let i = match emitted.sink {
+            Sink::Unique => 0,
+            Sink::Duplicate => 1,
+            Sink::Rejected => 2,
+        };
+        outs[i].write_record(&emitted.record)?;
+        since_cp += 1;
+        if since_cp >= cfg.state.checkpoint_every_records
+            || (since_cp.is_multiple_of(1024) && last_cp.elapsed() >= interval)
+        {
+            ctx.checkpoint(&mut proc, &mut outs, input.offset, false)?;
+            since_cp = 0;
+            last_cp = Instant::now();
+            if let Some(pb) = &pb {
+                pb.set_position(input.offset);
+                pb.set_message(format!("{} records", ctx.records));
+            }
+        }
+    }
+    ctx.checkpoint(&mut proc, &mut outs, input.offset, completed)?;
+    if let Some(pb) = pb {
+        pb.finish_and_clear();
+    }
+    summary.completed = completed;
+    summary.index_entries = proc.engine().index().len();
+    summary.rejected_by_reason = RejectReason::ALL
+        .iter()
+        .zip(reasons)
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| (*r, n))
+        .collect();
+    summary.elapsed_secs = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+fn tally(e: &Emitted, s: &mut Summary, counts: &mut [u64; 3], reasons: &mut [u64]) {
+    s.records += 1;
+    match e.sink {
+        Sink::Unique => {
+            s.unique += 1;
+            counts[0] += 1;
+            s.empty += u64::from(e.empty);
+        }
+        Sink::Duplicate => {
+            s.duplicates += 1;
+            counts[1] += 1;
+        }
+        Sink::Rejected => {
+            s.rejected += 1;
+            counts[2] += 1;
+            if let Some(i) = e
+                .reason
+                .and_then(|r| RejectReason::ALL.iter().position(|x| *x == r))
+            {
+                reasons[i] += 1;
+            }
+        }
+    }
+}
+
+/// An interrupted run of the same command can resume; anything else starts a new run over the
+/// same window state.
+fn resumable(job: &FileJob, cp: &Checkpoint) -> Option<RunRecord> {
+    let run = cp.run.as_ref()?;
+    if run.completed || job.no_resume {
+        return None;
+    }
+    let same_outputs = [&job.unique_out, &job.duplicates_out, &job.rejected_out]
+        .iter()
+        .all(|p| run.outputs.iter().any(|o| &o.path == *p));
+    if run.input == job.input && same_outputs {
+        Some(run.clone())
+    } else {
+        tracing::warn!(input = %run.input, "state holds an interrupted run of another command; starting a new run over its checkpointed window");
+        None
+    }
+}
+
+struct RunCtx<'a> {
+    store: Option<&'a Store>,
+    job: &'a FileJob,
+    seq: u64,
+    records: u64,
+    counts: &'a mut [u64; 3],
+}
+
+impl RunCtx<'_> {
+    /// Outputs first (flushed and synced), then the index changes and the checkpoint record.
+    fn checkpoint(
+        &mut self,
+        proc: &mut Processor<'_>,
+        outs: &mut [Output; 3],
+        offset: u64,
+        completed: bool,
+    ) -> Result<(), PipelineError> {
+        let mut marks = Vec::with_capacity(3);
+        for o in outs.iter_mut() {
+            marks.push(o.sync()?);
+        }
+        let changes = proc.engine_mut().take_changes();
+        let expired = proc.engine_mut().take_expired();
+        let Some(store) = self.store else {
+            return Ok(());
+        };
+        let cp = Checkpoint {
+            next_seq: self.seq,
+            watermark: proc.engine().window().watermark(),
+            run: Some(RunRecord {
+                input: self.job.input.clone(),
+                input_offset: offset,
+                records: self.records,
+                outputs: marks,
+                completed,
+                counts: *self.counts,
+            }),
+        };
+        store.commit(&changes, &cp, expired)?;
+        Ok(())
+    }
+}

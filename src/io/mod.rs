@@ -1,0 +1,5 @@
+//! Moving bytes: the per-record processor, output record formats and the file pipeline.
+
+pub mod file;
+pub mod process;
+pub mod records;

@@ -1,0 +1,151 @@
+//! One input record to one output record: decode, analyze, decide, format. Shared by the file
+//! pipeline, `eval` and the Kafka workers, so every front end gives the same verdicts.
+
+use crate::app::config::Config;
+use crate::engine::{Analyzed, Analyzer, Engine, Verdict};
+use crate::input::Decoder;
+use crate::io::records;
+use crate::text::tokenize::Tokenizer;
+use crate::types::{PostId, RejectReason, Rejection};
+use crate::verify::Method;
+
+/// Which output a record goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sink {
+    /// Unique posts.
+    Unique,
+    /// Duplicate-cluster events.
+    Duplicate,
+    /// Rejected records.
+    Rejected,
+}
+
+/// The outcome of one record, formatted.
+#[derive(Debug)]
+pub struct Emitted {
+    /// Destination.
+    pub sink: Sink,
+    /// The record bytes, without a trailing newline.
+    pub record: Vec<u8>,
+    /// The post id, when decoding got that far.
+    pub id: Option<PostId>,
+    /// The cluster joined, for duplicates.
+    pub cluster: Option<PostId>,
+    /// The rule that verified, for duplicates.
+    pub method: Option<Method>,
+    /// The rejection reason, for rejected records.
+    pub reason: Option<RejectReason>,
+    /// Whether a unique post was empty after normalization.
+    pub empty: bool,
+}
+
+impl Default for Emitted {
+    fn default() -> Self {
+        Emitted {
+            sink: Sink::Unique,
+            record: Vec::with_capacity(512),
+            id: None,
+            cluster: None,
+            method: None,
+            reason: None,
+            empty: false,
+        }
+    }
+}
+
+/// Decoder, analyzer and engine together.
+pub struct Processor<'t> {
+    decoder: Decoder,
+    analyzer: Analyzer<'t>,
+    engine: Engine,
+    analyzed: Analyzed,
+    enrich: bool,
+    enrich_key: String,
+    max_future_secs: i64,
+    now: i64,
+}
+
+impl<'t> Processor<'t> {
+    /// A processor over an engine (fresh or restored).
+    pub fn new(cfg: &Config, tokenizer: &'t Tokenizer, engine: Engine) -> Self {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        Processor {
+            decoder: Decoder::new(&cfg.input),
+            analyzer: Analyzer::new(tokenizer),
+            engine,
+            analyzed: Analyzed::default(),
+            enrich: cfg.output.enrich,
+            enrich_key: cfg.output.enrich_key.clone(),
+            max_future_secs: cfg.window.max_future_secs,
+            now,
+        }
+    }
+
+    /// The engine.
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    /// The engine, mutably (checkpointing drains its changes).
+    pub fn engine_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+
+    /// Processes one input line. `seq` is its global sequence number, `line_no` its 1-based line
+    /// number in this input.
+    pub fn process(&mut self, line: &[u8], seq: u64, line_no: u64, out: &mut Emitted) {
+        out.record.clear();
+        out.cluster = None;
+        out.method = None;
+        out.reason = None;
+        out.empty = false;
+        out.id = None;
+        let post = match self.decoder.decode(line) {
+            Ok(p) => p,
+            Err(r) => return self.reject(out, r, line_no, line),
+        };
+        out.id = Some(post.id.clone());
+        if let Some(t) = post.created_at {
+            if self.max_future_secs > 0 && t.0 > self.now + self.max_future_secs {
+                let r = Rejection::new(
+                    RejectReason::FutureTime,
+                    format!("created_at {} is ahead of the clock", t.0),
+                );
+                return self.reject(out, r, line_no, line);
+            }
+        }
+        self.analyzer.analyze(&post.text, &mut self.analyzed);
+        match self
+            .engine
+            .decide(seq, &post.id, post.created_at, &self.analyzed)
+        {
+            Verdict::Unique { empty, .. } => {
+                out.sink = Sink::Unique;
+                out.empty = empty;
+                records::unique_record(
+                    &mut out.record,
+                    line,
+                    Some(&self.analyzed),
+                    empty,
+                    self.enrich,
+                    &self.enrich_key,
+                );
+            }
+            Verdict::Duplicate(d) => {
+                out.sink = Sink::Duplicate;
+                records::duplicate_record(&mut out.record, &post.id, post.created_at, &d);
+                out.method = Some(d.matched_by.method);
+                out.cluster = Some(d.cluster);
+            }
+            Verdict::Rejected(r) => self.reject(out, r, line_no, line),
+        }
+    }
+
+    fn reject(&self, out: &mut Emitted, r: Rejection, line_no: u64, line: &[u8]) {
+        out.sink = Sink::Rejected;
+        out.reason = Some(r.reason);
+        records::rejected_record(&mut out.record, &r, out.id.as_ref(), line_no, line);
+    }
+}

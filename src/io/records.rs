@@ -1,0 +1,200 @@
+//! Output record formats (schema version 1), shared by the file pipeline and Kafka sinks.
+//!
+//! - unique: the original post JSON, byte for byte; with enrichment (or for an empty post) one
+//!   object is added under the configured key: `{"schema":"simdedup.unique.v1","simhash":"hex",
+//!   "tokens":[...],"empty":bool}`.
+//! - duplicate event: `{"schema":"simdedup.duplicate.v1","post_id","cluster_id","matched_id",
+//!   "method","distance","similarity","overlap","text_similarity","created_at",
+//!   "matched_created_at"}`.
+//! - rejected: `{"schema":"simdedup.rejected.v1","reason","detail","id","line","raw"}`.
+
+use serde::Serialize;
+
+use crate::engine::{Analyzed, Duplicate};
+use crate::types::{EventTime, PostId, Rejection};
+
+/// Schema tag of unique-post enrichment.
+pub const UNIQUE_SCHEMA: &str = "simdedup.unique.v1";
+/// Schema tag of duplicate events.
+pub const DUPLICATE_SCHEMA: &str = "simdedup.duplicate.v1";
+/// Schema tag of rejected records.
+pub const REJECTED_SCHEMA: &str = "simdedup.rejected.v1";
+
+#[derive(Serialize)]
+struct Enrichment<'a> {
+    schema: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    simhash: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tokens: Option<Vec<&'a str>>,
+    empty: bool,
+}
+
+/// Appends a unique-post record (without newline) to `out`. `raw` must be the JSON object the
+/// decoder accepted. When `enrich` is false and the post is not empty, `raw` is copied unchanged.
+pub fn unique_record(
+    out: &mut Vec<u8>,
+    raw: &[u8],
+    a: Option<&Analyzed>,
+    empty: bool,
+    enrich: bool,
+    key: &str,
+) {
+    let body = trim_ascii_end(raw);
+    if !(enrich || empty) || body.last() != Some(&b'}') {
+        out.extend_from_slice(body);
+        return;
+    }
+    let e = Enrichment {
+        schema: UNIQUE_SCHEMA,
+        simhash: enrich
+            .then(|| a.map(|a| a.fingerprint().to_string()))
+            .flatten(),
+        tokens: enrich
+            .then(|| a.map(|a| a.tokens.iter().map(|t| t.word.as_str()).collect()))
+            .flatten(),
+        empty,
+    };
+    let inner = &body[..body.len() - 1];
+    out.extend_from_slice(inner);
+    // `{}` has no members to follow; any other object needs a separating comma.
+    if trim_ascii_end(inner).last() != Some(&b'{') {
+        out.push(b',');
+    }
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.push(b':');
+    let _ = serde_json::to_writer(&mut *out, &e);
+    out.push(b'}');
+}
+
+#[derive(Serialize)]
+struct DuplicateEvent<'a> {
+    schema: &'static str,
+    post_id: &'a str,
+    cluster_id: &'a str,
+    matched_id: &'a str,
+    method: &'static str,
+    distance: u32,
+    similarity: f32,
+    overlap: f32,
+    text_similarity: f32,
+    created_at: Option<i64>,
+    matched_created_at: i64,
+}
+
+/// Appends a duplicate event (without newline) to `out`.
+pub fn duplicate_record(
+    out: &mut Vec<u8>,
+    post: &PostId,
+    created_at: Option<EventTime>,
+    d: &Duplicate,
+) {
+    let m = &d.matched_by;
+    let ev = DuplicateEvent {
+        schema: DUPLICATE_SCHEMA,
+        post_id: post.as_str(),
+        cluster_id: d.cluster.as_str(),
+        matched_id: d.matched.as_str(),
+        method: m.method.as_str(),
+        distance: m.distance,
+        similarity: round4(m.similarity),
+        overlap: round4(m.overlap),
+        text_similarity: round4(m.score),
+        created_at: created_at.map(|t| t.0),
+        matched_created_at: d.matched_time.0,
+    };
+    let _ = serde_json::to_writer(out, &ev);
+}
+
+#[derive(Serialize)]
+struct RejectedRecord<'a> {
+    schema: &'static str,
+    reason: &'static str,
+    detail: &'a str,
+    id: Option<&'a str>,
+    line: u64,
+    raw: std::borrow::Cow<'a, str>,
+}
+
+/// Appends a rejected record (without newline) to `out`. `line` is the 1-based input line.
+pub fn rejected_record(
+    out: &mut Vec<u8>,
+    r: &Rejection,
+    id: Option<&PostId>,
+    line: u64,
+    raw: &[u8],
+) {
+    let rec = RejectedRecord {
+        schema: REJECTED_SCHEMA,
+        reason: r.reason.as_str(),
+        detail: &r.detail,
+        id: id.map(PostId::as_str),
+        line,
+        raw: String::from_utf8_lossy(raw),
+    };
+    let _ = serde_json::to_writer(out, &rec);
+}
+
+fn round4(x: f32) -> f32 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+fn trim_ascii_end(b: &[u8]) -> &[u8] {
+    let mut end = b.len();
+    while end > 0 && b[end - 1].is_ascii_whitespace() {
+        end -= 1;
+    }
+    &b[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::RejectReason;
+
+    #[test]
+    fn unique_passes_raw_through_unchanged() {
+        let mut out = Vec::new();
+        unique_record(
+            &mut out,
+            br#"{"id":"1","text":"x"}  "#,
+            None,
+            false,
+            false,
+            "simdedup",
+        );
+        assert_eq!(out, br#"{"id":"1","text":"x"}"#);
+    }
+
+    #[test]
+    fn empty_post_is_marked() {
+        let mut out = Vec::new();
+        unique_record(
+            &mut out,
+            br#"{"id":"1","text":"[doge]"}"#,
+            None,
+            true,
+            false,
+            "simdedup",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["simdedup"]["empty"], true);
+        assert_eq!(v["id"], "1");
+    }
+
+    #[test]
+    fn rejected_keeps_raw_and_reason() {
+        let mut out = Vec::new();
+        rejected_record(
+            &mut out,
+            &Rejection::new(RejectReason::InvalidJson, "eof"),
+            None,
+            7,
+            b"{oops",
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["reason"], "invalid_json");
+        assert_eq!(v["line"], 7);
+        assert_eq!(v["raw"], "{oops");
+    }
+}

@@ -1,0 +1,350 @@
+//! Durable state in sled. Index changes arrive in batches at checkpoints: one sled value per
+//! (generation, checkpoint) holding every entry added in that interval, keyed by generation then
+//! first sequence number, so an expired generation is a handful of key removals. The checkpoint record (input position, output
+//! lengths, watermark, next sequence number) is written after the entries; on restart, entries
+//! newer than the checkpoint are discarded, so the rebuilt index is exactly the checkpointed one.
+//! sled never sits on the per-post query path.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::index::entry::DecodeError;
+use crate::index::Entry;
+
+const KEY_CHECKPOINT: &[u8] = b"checkpoint";
+const KEY_ANALYSIS: &[u8] = b"analysis_id";
+
+/// Errors of the durable store. All are fatal for the process: nothing is committed past them.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// sled could not open the directory (another process may hold its lock).
+    #[error("cannot open state dir {path}: {source} (is another simdedup process using it?)")]
+    Open {
+        /// The state dir.
+        path: PathBuf,
+        /// The cause.
+        source: sled::Error,
+    },
+    /// A read or write failed.
+    #[error("state store error: {0}")]
+    Sled(#[from] sled::Error),
+    /// A stored record could not be decoded.
+    #[error("corrupt state record in {tree}: {source}")]
+    Corrupt {
+        /// The tree.
+        tree: String,
+        /// The decoding error.
+        source: DecodeError,
+    },
+    /// The checkpoint record is not valid JSON.
+    #[error("corrupt checkpoint record: {0}")]
+    Checkpoint(serde_json::Error),
+    /// The state was built with settings that change fingerprints.
+    #[error("state dir {path} was built with analysis settings {stored:?}, but this run uses {current:?} (weighting, stopwords or format changed); use a fresh --state-dir")]
+    AnalysisMismatch {
+        /// The state dir.
+        path: PathBuf,
+        /// What the store holds.
+        stored: String,
+        /// What this run uses.
+        current: String,
+    },
+}
+
+/// Length an output had at a checkpoint.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputMark {
+    /// Path as given on the command line (`-` for stdout).
+    pub path: String,
+    /// Bytes written up to the checkpoint.
+    pub len: u64,
+}
+
+/// Progress of one file-pipeline run, for resuming after a crash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Input path (`-` for stdin).
+    pub input: String,
+    /// Byte offset in the input just past the last checkpointed record.
+    pub input_offset: u64,
+    /// Input records processed up to the checkpoint.
+    pub records: u64,
+    /// Output lengths at the checkpoint.
+    pub outputs: Vec<OutputMark>,
+    /// Whether the run reached the end of its input.
+    pub completed: bool,
+    /// Verdict counts up to the checkpoint: unique, duplicates, rejected.
+    pub counts: [u64; 3],
+}
+
+/// The checkpoint record.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Sequence number the next input record gets; stored entries with a higher one are
+    /// uncommitted leftovers of a crash.
+    pub next_seq: u64,
+    /// Event-time watermark.
+    pub watermark: Option<i64>,
+    /// The file run this checkpoint belongs to.
+    pub run: Option<RunRecord>,
+}
+
+/// The sled-backed store.
+pub struct Store {
+    db: sled::Db,
+    meta: sled::Tree,
+    entries: sled::Tree,
+    path: PathBuf,
+}
+
+/// What a rebuild read.
+pub struct Loaded {
+    /// Entries per generation, oldest generation first, in insertion order.
+    pub generations: Vec<(i64, Vec<Entry>)>,
+    /// Entries read.
+    pub entries: usize,
+    /// Uncommitted entries discarded.
+    pub discarded: usize,
+}
+
+impl Store {
+    /// Opens (or creates) the store and checks it was built with the same analysis settings.
+    pub fn open(path: &Path, analysis_id: &str, cache_bytes: u64) -> Result<Store, StateError> {
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(cache_bytes)
+            .open()
+            .map_err(|source| StateError::Open {
+                path: path.into(),
+                source,
+            })?;
+        let meta = db.open_tree("meta")?;
+        match meta.get(KEY_ANALYSIS)? {
+            Some(v) if v.as_ref() != analysis_id.as_bytes() => {
+                return Err(StateError::AnalysisMismatch {
+                    path: path.into(),
+                    stored: String::from_utf8_lossy(&v).into_owned(),
+                    current: analysis_id.to_string(),
+                })
+            }
+            Some(_) => {}
+            None => {
+                meta.insert(KEY_ANALYSIS, analysis_id.as_bytes())?;
+            }
+        }
+        let entries = db.open_tree("entries")?;
+        Ok(Store {
+            db,
+            meta,
+            entries,
+            path: path.into(),
+        })
+    }
+
+    /// The state dir.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The last checkpoint, if any.
+    pub fn checkpoint(&self) -> Result<Option<Checkpoint>, StateError> {
+        match self.meta.get(KEY_CHECKPOINT)? {
+            None => Ok(None),
+            Some(v) => serde_json::from_slice(&v)
+                .map(Some)
+                .map_err(StateError::Checkpoint),
+        }
+    }
+
+    /// Reads every live generation. Generations below `min_gen` are deleted; entries with
+    /// `seq >= next_seq` (written after the last checkpoint) are discarded and deleted.
+    pub fn load(&self, min_gen: Option<i64>, next_seq: u64) -> Result<Loaded, StateError> {
+        if let Some(m) = min_gen {
+            self.remove_generations_below(m)?;
+        }
+        let mut out = Loaded {
+            generations: Vec::new(),
+            entries: 0,
+            discarded: 0,
+        };
+        for kv in self.entries.iter() {
+            let (k, v) = kv?;
+            let gen = key_generation(&k);
+            let mut rest: &[u8] = &v;
+            let mut uncommitted = false;
+            if out.generations.last().is_none_or(|(g, _)| *g != gen) {
+                out.generations.push((gen, Vec::new()));
+            }
+            while !rest.is_empty() {
+                let (e, tail) = Entry::decode(rest).map_err(|source| StateError::Corrupt {
+                    tree: "entries".into(),
+                    source,
+                })?;
+                rest = tail;
+                if e.seq >= next_seq {
+                    uncommitted = true;
+                    out.discarded += 1;
+                } else if let Some((_, es)) = out.generations.last_mut() {
+                    out.entries += 1;
+                    es.push(e);
+                }
+            }
+            if uncommitted {
+                self.entries.remove(k)?;
+            }
+        }
+        out.generations.retain(|(_, es)| !es.is_empty());
+        Ok(out)
+    }
+
+    /// Persists a checkpoint: the batch of index changes first (one value per generation), then
+    /// the checkpoint record, each made durable before the next; then drops generations below
+    /// `expired_below`.
+    pub fn commit(
+        &self,
+        changes: &[(i64, Entry)],
+        cp: &Checkpoint,
+        expired_below: Option<i64>,
+    ) -> Result<(), StateError> {
+        if !changes.is_empty() {
+            let mut gens: Vec<i64> = changes.iter().map(|(g, _)| *g).collect();
+            gens.sort_unstable();
+            gens.dedup();
+            for gen in gens {
+                let mut value = Vec::new();
+                let mut first_seq = None;
+                for (_, e) in changes.iter().filter(|(g, _)| *g == gen) {
+                    first_seq.get_or_insert(e.seq);
+                    e.encode(&mut value);
+                }
+                self.entries
+                    .insert(entry_key(gen, first_seq.unwrap_or(cp.next_seq)), value)?;
+            }
+            self.db.flush()?;
+        }
+        let record = serde_json::to_vec(cp).map_err(StateError::Checkpoint)?;
+        self.meta.insert(KEY_CHECKPOINT, record)?;
+        self.db.flush()?;
+        if let Some(min_gen) = expired_below {
+            self.remove_generations_below(min_gen)?;
+        }
+        Ok(())
+    }
+
+    /// Deletes every chunk of generations below `min_gen` (one key per checkpoint that touched
+    /// the generation, never one per entry).
+    fn remove_generations_below(&self, min_gen: i64) -> Result<(), StateError> {
+        let mut batch = sled::Batch::default();
+        for k in self.entries.range(..entry_key(min_gen, 0).to_vec()).keys() {
+            batch.remove(k?);
+        }
+        self.entries.apply_batch(batch)?;
+        Ok(())
+    }
+
+    /// Bytes on disk (sled's own estimate).
+    pub fn size_on_disk(&self) -> u64 {
+        self.db.size_on_disk().unwrap_or(0)
+    }
+}
+
+/// Chunk key: generation (sign bit flipped so negative generations sort first) then the first
+/// sequence number of the chunk, both big-endian, so key order is (generation, insertion) order.
+fn entry_key(gen: i64, first_seq: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&((gen as u64) ^ (1 << 63)).to_be_bytes());
+    k[8..].copy_from_slice(&first_seq.to_be_bytes());
+    k
+}
+
+fn key_generation(k: &[u8]) -> i64 {
+    let mut g = [0u8; 8];
+    g.copy_from_slice(&k[..8.min(k.len())]);
+    (u64::from_be_bytes(g) ^ (1 << 63)) as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{EventTime, Fingerprint, PostId};
+
+    fn entry(id: &str, seq: u64) -> Entry {
+        let text = format!("文本{id}");
+        Entry {
+            id: PostId(id.into()),
+            seq,
+            time: EventTime(seq as i64),
+            fingerprint: Fingerprint(seq),
+            chars: text.chars().collect(),
+            text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
+            tokens: vec![seq as u32].into(),
+        }
+    }
+
+    #[test]
+    fn commit_then_load_round_trips_and_discards_uncommitted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+        let cp = Checkpoint {
+            next_seq: 3,
+            watermark: Some(10),
+            run: None,
+        };
+        store
+            .commit(
+                &[(1, entry("a", 0)), (2, entry("b", 1)), (1, entry("c", 2))],
+                &cp,
+                None,
+            )
+            .unwrap();
+        // Written but never checkpointed: a crash between the two writes.
+        store
+            .entries
+            .insert(entry_key(2, 9), {
+                let mut v = Vec::new();
+                entry("late", 9).encode(&mut v);
+                v
+            })
+            .unwrap();
+        drop(store);
+        let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+        let cp2 = store.checkpoint().unwrap().unwrap();
+        assert_eq!(cp2, cp);
+        let loaded = store.load(None, cp2.next_seq).unwrap();
+        let ids: Vec<Vec<&str>> = loaded
+            .generations
+            .iter()
+            .map(|(_, es)| es.iter().map(|e| e.id.as_str()).collect())
+            .collect();
+        assert_eq!(ids, vec![vec!["a", "c"], vec!["b"]]);
+        assert_eq!(loaded.discarded, 1);
+    }
+
+    #[test]
+    fn expired_generations_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+        let cp = Checkpoint {
+            next_seq: 2,
+            watermark: None,
+            run: None,
+        };
+        store
+            .commit(&[(1, entry("a", 0)), (5, entry("b", 1))], &cp, Some(3))
+            .unwrap();
+        let loaded = store.load(None, 2).unwrap();
+        assert_eq!(loaded.generations.len(), 1);
+        assert_eq!(loaded.generations[0].0, 5);
+    }
+
+    #[test]
+    fn analysis_mismatch_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(Store::open(dir.path(), "a", 1 << 20).unwrap());
+        assert!(matches!(
+            Store::open(dir.path(), "b", 1 << 20),
+            Err(StateError::AnalysisMismatch { .. })
+        ));
+    }
+}
