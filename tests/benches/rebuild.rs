@@ -1,0 +1,120 @@
+//! Rebuild benchmark: how long a restarted process needs to rebuild the in-memory index from
+//! sled. Writes N synthetic representatives (Chinese-like texts of 8..60 characters, spread over
+//! the window's generations, committed in checkpoint-sized batches), then times `Store::load` and
+//! `Engine::restore` in the same run.
+//!
+//! `cargo bench --bench rebuild -- 1000000 10000000` (entry counts; default 1000000).
+
+use std::time::Instant;
+
+use simdedup::app::config::Config;
+use simdedup::engine::Engine;
+use simdedup::index::Entry;
+use simdedup::state::{Checkpoint, Store};
+use simdedup::types::{EventTime, Fingerprint, PostId};
+
+const CHARS: &str = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该领传近留红治决周保达办运武半候七必城父强步完革深区即求品士转量空甚众技轻程告江语英基派满式李息写呢识极令黄德收脸钱党倒未持取设始版双历越史商千片容研像找友孩站广改议形委早房音火际则首单据导影失拿网香似斯专石若兵弟谁校读志飞观争究包组造落视济喜离虽坏兴切";
+
+fn synthetic(n: usize, gens: i64, per_checkpoint: usize) -> Vec<Vec<(i64, Entry)>> {
+    let chars: Vec<char> = CHARS.chars().collect();
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut batches = Vec::new();
+    let mut batch = Vec::with_capacity(per_checkpoint);
+    for i in 0..n {
+        let len = 8 + (next() % 53) as usize;
+        let text: String = (0..len)
+            .map(|_| chars[(next() % chars.len() as u64) as usize])
+            .collect();
+        let tokens: Vec<u32> = {
+            let mut t: Vec<u32> = (0..len / 2).map(|_| next() as u32).collect();
+            t.sort_unstable();
+            t.dedup();
+            t
+        };
+        let gen = (i as i64 * gens) / n as i64;
+        batch.push((
+            gen,
+            Entry {
+                id: PostId(format!("{}", 3_500_000_000_000_000u64 + i as u64)),
+                seq: i as u64,
+                time: EventTime(gen * 21_600),
+                fingerprint: Fingerprint(next()),
+                text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
+                chars: text.chars().collect(),
+                tokens: tokens.into(),
+            },
+        ));
+        if batch.len() == per_checkpoint {
+            batches.push(std::mem::take(&mut batch));
+        }
+    }
+    if !batch.is_empty() {
+        batches.push(batch);
+    }
+    batches
+}
+
+fn main() {
+    let counts: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.replace('_', "").parse().ok())
+        .collect();
+    let counts = if counts.is_empty() {
+        vec![1_000_000]
+    } else {
+        counts
+    };
+    let cfg = Config::default();
+    let gens = cfg.window.window_secs / cfg.window.generation_secs + 1;
+    for n in counts {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let analysis = cfg.analysis_id().expect("analysis id");
+        let t = Instant::now();
+        let batches = synthetic(n, gens, 50_000);
+        let gen_secs = t.elapsed().as_secs_f64();
+        let store =
+            Store::open(dir.path(), &analysis, cfg.state.cache_capacity_bytes).expect("open");
+        let t = Instant::now();
+        let mut seq = 0u64;
+        for b in &batches {
+            seq += b.len() as u64;
+            let cp = Checkpoint {
+                next_seq: seq,
+                watermark: Some((gens - 1) * 21_600),
+                run: None,
+            };
+            store.commit(b, &cp, None).expect("commit");
+        }
+        let write_secs = t.elapsed().as_secs_f64();
+        let disk = store.size_on_disk();
+        drop(store);
+        drop(batches);
+
+        let t = Instant::now();
+        let store =
+            Store::open(dir.path(), &analysis, cfg.state.cache_capacity_bytes).expect("reopen");
+        let cp = store.checkpoint().expect("checkpoint").expect("present");
+        let loaded = store.load(None, cp.next_seq).expect("load");
+        let load_secs = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let mut engine = Engine::new(&cfg.engine()).expect("engine");
+        engine.restore(cp.watermark, loaded.generations);
+        let restore_secs = t.elapsed().as_secs_f64();
+        println!(
+            "entries {n}: synthesize {gen_secs:.1} s, persist {write_secs:.1} s ({:.0} entries/s), sled on disk {:.0} MB; \
+             rebuild: read+decode {load_secs:.1} s + index {restore_secs:.1} s = {:.1} s ({:.0} entries/s); live {} entries, ~{:.0} MB in memory",
+            n as f64 / write_secs,
+            disk as f64 / 1e6,
+            load_secs + restore_secs,
+            n as f64 / (load_secs + restore_secs),
+            engine.index().len(),
+            engine.index().approx_bytes() as f64 / 1e6,
+        );
+    }
+}

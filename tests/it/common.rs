@@ -1,0 +1,81 @@
+//! Helpers shared by the integration tests.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The built binary.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_simdedup"))
+}
+
+/// A fixture under tests/data.
+pub fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// Reads a JSON-lines file into values.
+pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(path).expect("output file is UTF-8");
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("output line is JSON"))
+        .collect()
+}
+
+/// The well-formed posts of the shipped sample (its last lines are deliberately broken).
+pub fn sample_posts() -> Vec<serde_json::Value> {
+    let bytes = std::fs::read(data("sample_posts.jsonl")).expect("sample exists");
+    String::from_utf8_lossy(&bytes)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["id"].as_str().is_some_and(|s| s.starts_with('p')) && v["text"].is_string())
+        .collect()
+}
+
+/// Output paths of one run in `dir`.
+pub struct Outs {
+    pub unique: PathBuf,
+    pub dups: PathBuf,
+    pub rejected: PathBuf,
+}
+
+impl Outs {
+    pub fn in_dir(dir: &Path, tag: &str) -> Outs {
+        Outs {
+            unique: dir.join(format!("{tag}-unique.jsonl")),
+            dups: dir.join(format!("{tag}-dups.jsonl")),
+            rejected: dir.join(format!("{tag}-rejected.jsonl")),
+        }
+    }
+
+    pub fn command(&self, input: &Path, state: Option<&Path>) -> Command {
+        let mut c = bin();
+        c.arg("dedup")
+            .arg("--input")
+            .arg(input)
+            .arg("--unique-out")
+            .arg(&self.unique)
+            .arg("--duplicates-out")
+            .arg(&self.dups)
+            .arg("--rejected-out")
+            .arg(&self.rejected);
+        if let Some(s) = state {
+            c.arg("--state-dir").arg(s);
+        }
+        c
+    }
+}
+
+/// Runs a command and insists it succeeded.
+pub fn run_ok(mut c: Command) -> Output {
+    let out = c.output().expect("spawn simdedup");
+    assert!(
+        out.status.success(),
+        "simdedup failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -1,0 +1,124 @@
+//! Durable state: a second run continues the window, and a run killed with SIGKILL resumes from
+//! its checkpoint with exactly the outputs of an uninterrupted run.
+
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::common::{data, read_jsonl, run_ok, Outs};
+
+fn split_sample(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    let text = std::fs::read(data("sample_posts.jsonl")).unwrap();
+    let nl = text.iter().position(|b| *b == b'\n').unwrap() + 1;
+    let (a, b) = (dir.join("a.jsonl"), dir.join("b.jsonl"));
+    std::fs::write(&a, &text[..nl]).unwrap();
+    std::fs::write(&b, &text[nl..]).unwrap();
+    (a, b)
+}
+
+fn cluster_of(dups: &Path, id: &str) -> Option<String> {
+    read_jsonl(dups)
+        .into_iter()
+        .find(|d| d["post_id"] == id)
+        .and_then(|d| d["cluster_id"].as_str().map(String::from))
+}
+
+#[test]
+fn second_run_with_same_state_dir_continues_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = split_sample(dir.path());
+    let state = dir.path().join("state");
+    run_ok(Outs::in_dir(dir.path(), "a").command(&a, Some(&state)));
+    let second = Outs::in_dir(dir.path(), "b");
+    let out = run_ok(second.command(&b, Some(&state)));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("entries restored"));
+    assert_eq!(cluster_of(&second.dups, "p02").as_deref(), Some("p01"));
+
+    // Control: without the first run's state, p02 starts its own cluster.
+    let fresh = Outs::in_dir(dir.path(), "fresh");
+    run_ok(fresh.command(&b, Some(&dir.path().join("state2"))));
+    assert_eq!(cluster_of(&fresh.dups, "p02"), None);
+}
+
+/// A larger stream built from the sample: each round re-posts the sample's texts under new ids,
+/// a day later, with a round number that makes some posts new.
+fn write_stream(path: &Path, rounds: usize) {
+    let posts = crate::common::sample_posts();
+    assert!(posts.len() > 20);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    for r in 0..rounds {
+        for (i, p) in posts.iter().enumerate() {
+            let text = p["text"].as_str().unwrap();
+            let text = if i % 3 == 0 {
+                format!("{text} 第{}轮", r % 97)
+            } else {
+                text.to_string()
+            };
+            let t = 1_700_000_000 + (r as i64) * 600 + i as i64;
+            let line = serde_json::json!({"id": format!("r{r}-{}", p["id"].as_str().unwrap()), "text": text, "created_at": t});
+            writeln!(f, "{line}").unwrap();
+        }
+    }
+}
+
+#[test]
+fn killed_run_resumes_with_identical_outputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("stream.jsonl");
+    write_stream(&input, 10_000);
+    let cfg = dir.path().join("cfg.toml");
+    std::fs::write(
+        &cfg,
+        "[state]\ncheckpoint_every_records = 2000\ncheckpoint_interval_ms = 50\n",
+    )
+    .unwrap();
+
+    let clean = Outs::in_dir(dir.path(), "clean");
+    let mut c = clean.command(&input, Some(&dir.path().join("clean-state")));
+    c.arg("--config").arg(&cfg);
+    run_ok(c);
+
+    let crashed = Outs::in_dir(dir.path(), "crash");
+    let state = dir.path().join("crash-state");
+    let mut c = crashed.command(&input, Some(&state));
+    c.arg("--config")
+        .arg(&cfg)
+        .stderr(std::process::Stdio::null());
+    let mut child = c.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while std::fs::metadata(&crashed.dups)
+        .map(|m| m.len())
+        .unwrap_or(0)
+        < 2_000_000
+    {
+        assert!(Instant::now() < deadline, "run made no progress");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "run finished before it could be killed; make the stream longer"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let mut c = crashed.command(&input, Some(&state));
+    c.arg("--config").arg(&cfg);
+    let out = run_ok(c);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("resumed after record"),
+        "second run did not resume: {stderr}"
+    );
+    for (a, b) in [
+        (&clean.unique, &crashed.unique),
+        (&clean.dups, &crashed.dups),
+        (&clean.rejected, &crashed.rejected),
+    ] {
+        assert!(
+            std::fs::read(a).unwrap() == std::fs::read(b).unwrap(),
+            "{} differs from {}",
+            b.display(),
+            a.display()
+        );
+    }
+}
