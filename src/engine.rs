@@ -170,7 +170,6 @@ pub struct Engine {
     empty_posts: EmptyPolicy,
     scratch: Scratch,
     pending: Vec<(i64, Entry)>,
-    expired_below: Option<i64>,
     stats: EngineStats,
 }
 
@@ -183,7 +182,6 @@ impl Engine {
             empty_posts: cfg.empty_posts,
             scratch: Scratch::default(),
             pending: Vec::new(),
-            expired_below: None,
             stats: EngineStats::default(),
         })
     }
@@ -252,11 +250,6 @@ impl Engine {
         std::mem::take(&mut self.pending)
     }
 
-    /// Generations below this number expired since the last call.
-    pub fn take_expired(&mut self) -> Option<i64> {
-        self.expired_below.take()
-    }
-
     /// Decides one post. `seq` is the post's input sequence number; `a` its analysis.
     pub fn decide(
         &mut self,
@@ -268,11 +261,7 @@ impl Engine {
         let t = self.window.effective_time(time);
         self.window.observe(t);
         if let Some(min_gen) = self.window.min_live_generation() {
-            let dropped = self.index.expire_before(min_gen);
-            if dropped > 0 || self.expired_below.is_some_and(|g| g < min_gen) {
-                self.expired_below = Some(min_gen);
-            }
-            self.stats.expired_entries += dropped as u64;
+            self.stats.expired_entries += self.index.expire_before(min_gen) as u64;
         }
         if a.chars.is_empty() {
             return match self.empty_posts {

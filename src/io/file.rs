@@ -466,7 +466,7 @@ impl RunCtx<'_> {
             marks.push(o.sync()?);
         }
         let changes = proc.engine_mut().take_changes();
-        let expired = proc.engine_mut().take_expired();
+        let min_live = proc.engine().window().min_live_generation();
         let Some(store) = self.store else {
             return Ok(());
         };
@@ -482,7 +482,7 @@ impl RunCtx<'_> {
                 counts: *self.counts,
             }),
         };
-        store.commit(&changes, &cp, expired)?;
+        store.commit(&changes, &cp, min_live)?;
         Ok(())
     }
 }

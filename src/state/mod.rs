@@ -111,9 +111,12 @@ pub struct Loaded {
 impl Store {
     /// Opens (or creates) the store and checks it was built with the same analysis settings.
     pub fn open(path: &Path, analysis_id: &str, cache_bytes: u64) -> Result<Store, StateError> {
+        // Checkpoints flush explicitly; sled's periodic background flush would only compete with
+        // the pipeline for the core.
         let db = sled::Config::new()
             .path(path)
             .cache_capacity(cache_bytes)
+            .flush_every_ms(None)
             .open()
             .map_err(|source| StateError::Open {
                 path: path.into(),
@@ -199,28 +202,29 @@ impl Store {
     }
 
     /// Persists a checkpoint: the batch of index changes first (one value per generation), then
-    /// the checkpoint record, each made durable before the next; then drops generations below
-    /// `expired_below`.
+    /// the checkpoint record, each made durable before the next; then deletes generations below
+    /// `expired_below` (the window's oldest live generation).
     pub fn commit(
         &self,
         changes: &[(i64, Entry)],
         cp: &Checkpoint,
         expired_below: Option<i64>,
     ) -> Result<(), StateError> {
-        if !changes.is_empty() {
-            let mut gens: Vec<i64> = changes.iter().map(|(g, _)| *g).collect();
-            gens.sort_unstable();
-            gens.dedup();
-            for gen in gens {
-                let mut value = Vec::new();
-                let mut first_seq = None;
-                for (_, e) in changes.iter().filter(|(g, _)| *g == gen) {
-                    first_seq.get_or_insert(e.seq);
-                    e.encode(&mut value);
-                }
-                self.entries
-                    .insert(entry_key(gen, first_seq.unwrap_or(cp.next_seq)), value)?;
+        // One value per generation; generations that already expired are not written at all.
+        let mut chunks: std::collections::BTreeMap<i64, (u64, Vec<u8>)> =
+            std::collections::BTreeMap::new();
+        for (gen, e) in changes {
+            if expired_below.is_some_and(|m| *gen < m) {
+                continue;
             }
+            e.encode(&mut chunks.entry(*gen).or_insert_with(|| (e.seq, Vec::new())).1);
+        }
+        if !chunks.is_empty() {
+            let mut batch = sled::Batch::default();
+            for (gen, (first_seq, value)) in chunks {
+                batch.insert(&entry_key(gen, first_seq)[..], value);
+            }
+            self.entries.apply_batch(batch)?;
             self.db.flush()?;
         }
         let record = serde_json::to_vec(cp).map_err(StateError::Checkpoint)?;
