@@ -6,15 +6,12 @@ use crate::verify::VerifyConfig;
 /// A character bigram packed into one integer (two 21-bit scalar values): no hash collisions.
 pub type Gram = u64;
 
-/// Distinct bigrams of `chars`, in order of first occurrence, appended to `out` (cleared first).
+/// Distinct bigrams of `chars`, sorted, written to `out` (cleared first).
 pub fn distinct_bigrams(chars: &[char], out: &mut Vec<Gram>) {
     out.clear();
-    for w in chars.windows(2) {
-        let g = ((w[0] as u64) << 21) | w[1] as u64;
-        if !out.contains(&g) {
-            out.push(g);
-        }
-    }
+    out.extend(chars.windows(2).map(|w| ((w[0] as u64) << 21) | w[1] as u64));
+    out.sort_unstable();
+    out.dedup();
 }
 
 /// The shortest text the gram path can ever need to find, derived from the verification rules:

@@ -379,10 +379,10 @@ pub fn run(
             ctx.checkpoint(&mut proc, &mut outs, input.offset, false)?;
             since_cp = 0;
             last_cp = Instant::now();
-            if let Some(pb) = &pb {
-                pb.set_position(input.offset);
-                pb.set_message(format!("{} records", ctx.records));
-            }
+        }
+        if let Some(pb) = pb.as_ref().filter(|_| ctx.records.is_multiple_of(8192)) {
+            pb.set_position(input.offset);
+            pb.set_message(format!("{} records", ctx.records));
         }
     }
     ctx.checkpoint(&mut proc, &mut outs, input.offset, completed)?;
