@@ -10,6 +10,7 @@ pub mod fingerprint;
 pub mod index;
 pub mod input;
 pub mod io;
+pub mod routing;
 pub mod state;
 pub mod text;
 pub mod types;

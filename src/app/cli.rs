@@ -129,6 +129,10 @@ pub struct EvalArgs {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Replay the stream through this many partitions, routed as the Kafka topology routes
+    /// them (`[routing]`), and score that; 1 is the single-partition engine.
+    #[arg(long, default_value_t = 1)]
+    pub partitions: u32,
     /// Configuration.
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -249,40 +253,62 @@ pub fn render_summary(s: &Summary) -> String {
 fn run_eval(a: EvalArgs) -> CmdResult {
     let cfg = load_config(&a.config).map_err(usage)?;
     let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
-    let r = eval::evaluate(&a.posts, &a.truth, &cfg, &tokenizer)
-        .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
-    if a.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&r).map_err(|e| (EXIT_FAILURE, e.to_string()))?
-        );
+    let failed = |e: eval::EvalError| (EXIT_FAILURE, e.to_string());
+    let (r, factor) = if a.partitions > 1 {
+        let (r, f) = eval::evaluate_partitioned(&a.posts, &a.truth, &cfg, &tokenizer, a.partitions)
+            .map_err(failed)?;
+        (r, Some(f))
     } else {
-        println!(
-            "posts {}  lost {}  output twice {}  scored {}",
-            r.posts, r.lost, r.duplicated_outputs, r.scored_posts
-        );
-        println!(
-            "precision {:.4}  recall {:.4}  F1 {:.4}  (predicted dup {}, false positives {})",
-            r.precision, r.recall, r.f1, r.predicted_dup, r.false_positives
-        );
-        for (k, v) in &r.recall_by_kind {
-            println!(
-                "  recall {k:<10} {v:.4}  (of {})",
-                r.truth_dup_by_kind.get(k).copied().unwrap_or(0)
-            );
+        (
+            eval::evaluate(&a.posts, &a.truth, &cfg, &tokenizer).map_err(failed)?,
+            None,
+        )
+    };
+    if a.json {
+        let mut v = serde_json::to_value(&r).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+        if let Some(f) = factor {
+            v["partitions"] = a.partitions.into();
+            v["engine_calls_per_post"] = f.into();
         }
+        let text = serde_json::to_string_pretty(&v).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+        println!("{text}");
+        return Ok(EXIT_OK);
+    }
+    print_report(&r);
+    if let Some(f) = factor {
         println!(
-            "lcqmc_neg flagged {} of {}",
-            r.lcqmc_neg_fp, r.lcqmc_neg_posts_scored
+            "partitions {}: {f:.3} engine calls per post (decision + replica registrations)",
+            a.partitions
         );
-        for (m, [ok, wrong]) in &r.by_method {
-            println!("  method {m:<12} correct {ok:>6}  wrong {wrong:>4}");
-        }
-        println!(
-            "candidates verified {} (rejected {}), capped scans: buckets {} postings {}",
-            r.candidates, r.verify_rejects, r.bucket_scans_capped, r.posting_scans_capped
-        );
-        println!("engine rate {:.0} posts/s", r.posts_per_sec);
     }
     Ok(EXIT_OK)
+}
+
+fn print_report(r: &eval::Report) {
+    println!(
+        "posts {}  lost {}  output twice {}  scored {}",
+        r.posts, r.lost, r.duplicated_outputs, r.scored_posts
+    );
+    println!(
+        "precision {:.4}  recall {:.4}  F1 {:.4}  (predicted dup {}, false positives {})",
+        r.precision, r.recall, r.f1, r.predicted_dup, r.false_positives
+    );
+    for (k, v) in &r.recall_by_kind {
+        println!(
+            "  recall {k:<10} {v:.4}  (of {})",
+            r.truth_dup_by_kind.get(k).copied().unwrap_or(0)
+        );
+    }
+    println!(
+        "lcqmc_neg flagged {} of {}",
+        r.lcqmc_neg_fp, r.lcqmc_neg_posts_scored
+    );
+    for (m, [ok, wrong]) in &r.by_method {
+        println!("  method {m:<12} correct {ok:>6}  wrong {wrong:>4}");
+    }
+    println!(
+        "candidates verified {} (rejected {}), capped scans: buckets {} postings {}",
+        r.candidates, r.verify_rejects, r.bucket_scans_capped, r.posting_scans_capped
+    );
+    println!("engine rate {:.0} posts/s", r.posts_per_sec);
 }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{EmptyPolicy, EngineConfig};
 use crate::index::IndexConfig;
 use crate::input::InputConfig;
+use crate::routing::RoutingConfig;
 use crate::text::tokenize::Weighting;
 use crate::verify::VerifyConfig;
 use crate::window::WindowConfig;
@@ -31,6 +32,8 @@ pub struct Config {
     pub state: StateConfig,
     /// Output records.
     pub output: OutputConfig,
+    /// Similarity routing between partitions (Kafka topology).
+    pub routing: RoutingConfig,
 }
 
 /// The `[text]` section.

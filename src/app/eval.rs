@@ -8,8 +8,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::app::config::Config;
-use crate::engine::Engine;
+use crate::engine::{Analyzed, Analyzer, Engine, Verdict};
+use crate::input::Decoder;
 use crate::io::process::{Emitted, Processor, Sink};
+use crate::routing::Router;
 use crate::text::tokenize::Tokenizer;
 
 #[derive(Deserialize)]
@@ -91,6 +93,70 @@ pub enum EvalError {
     /// Bad configuration.
     #[error("{0}")]
     Config(String),
+}
+
+/// Replays `posts` through `partitions` partitions as the Kafka topology would route them: each
+/// post is decided by the engine of its primary partition and registered (decided silently) in
+/// its replica partitions. Returns the score and the replication factor (engine calls per post).
+pub fn evaluate_partitioned(
+    posts: &Path,
+    truth: &Path,
+    cfg: &Config,
+    tokenizer: &Tokenizer,
+    partitions: u32,
+) -> Result<(Report, f64), EvalError> {
+    let truth_rows = read_truth(truth)?;
+    let router = Router::new(partitions, cfg.routing.clone());
+    let mut engines = Vec::new();
+    for _ in 0..router.partitions() {
+        engines.push(Engine::new(&cfg.engine()).map_err(|e| EvalError::Config(e.to_string()))?);
+    }
+    let decoder = Decoder::new(&cfg.input);
+    let mut analyzer = Analyzer::new(tokenizer);
+    let mut a = Analyzed::default();
+    let io = |source| EvalError::Io {
+        path: posts.display().to_string(),
+        source,
+    };
+    let reader =
+        std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(posts).map_err(io)?);
+    let (mut pred_unique, mut pred_dup, mut seen) =
+        (HashSet::new(), HashMap::new(), HashMap::new());
+    let (mut calls, mut n) = (0u64, 0u64);
+    let started = std::time::Instant::now();
+    for line in reader.split(b'\n') {
+        let line = line.map_err(io)?;
+        n += 1;
+        let Ok(post) = decoder.decode(&line) else {
+            continue;
+        };
+        analyzer.analyze(&post.text, &mut a);
+        let weight: f32 = a.tokens.iter().map(|t| t.weight).sum();
+        let route = a.simhash.as_ref().map(|sh| router.route(sh, weight));
+        let (primary, replicas) =
+            route.map_or((0, Vec::new()), |r| (r.primary as usize, r.replicas));
+        let verdict = engines[primary].decide(n, &post.id, post.created_at, &a);
+        calls += 1 + replicas.len() as u64;
+        for r in replicas {
+            engines[r as usize].decide(n, &post.id, post.created_at, &a);
+        }
+        *seen.entry(post.id.0.clone()).or_insert(0u32) += 1;
+        match verdict {
+            Verdict::Unique { .. } => {
+                pred_unique.insert(post.id.0);
+            }
+            Verdict::Duplicate(d) => {
+                pred_dup
+                    .entry(post.id.0)
+                    .or_insert((d.cluster.0, d.matched_by.method.as_str()));
+            }
+            Verdict::Rejected(_) => {}
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    let mut report = score(&truth_rows, &pred_unique, &pred_dup, &seen);
+    report.posts_per_sec = if secs > 0.0 { n as f64 / secs } else { 0.0 };
+    Ok((report, calls as f64 / n.max(1) as f64))
 }
 
 /// Runs the engine over `posts` (fresh in-memory state) and scores it against `truth`.

@@ -9,7 +9,11 @@ pub type Gram = u64;
 /// Distinct bigrams of `chars`, sorted, written to `out` (cleared first).
 pub fn distinct_bigrams(chars: &[char], out: &mut Vec<Gram>) {
     out.clear();
-    out.extend(chars.windows(2).map(|w| ((w[0] as u64) << 21) | w[1] as u64));
+    out.extend(
+        chars
+            .windows(2)
+            .map(|w| ((w[0] as u64) << 21) | w[1] as u64),
+    );
     out.sort_unstable();
     out.dedup();
 }
