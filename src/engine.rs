@@ -3,11 +3,15 @@
 //! stateful call that queries the index, picks a verdict and records index changes for the
 //! durable store. No I/O happens here.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::{simhash, SimHash};
 use crate::index::grams::{distinct_bigrams, Gram};
-use crate::index::{Entry, EntryRef, Index, IndexConfig, LayoutError, Query, QueryStats, Scratch};
+use crate::index::{
+    Entry, EntryRef, Index, IndexConfig, LayoutError, OrderKey, Query, QueryStats, Scratch,
+};
 use crate::text::normalize::{Normalizer, Removed};
 use crate::text::tokenize::{Tokenizer, WeightedToken};
 use crate::types::{EventTime, Fingerprint, PostId, RejectReason, Rejection};
@@ -126,6 +130,14 @@ pub enum Verdict {
     Rejected(Rejection),
 }
 
+/// The oldest generation any partition still needs: the smallest partition watermark decides.
+pub fn min_live_generation(window: &Window, watermarks: &BTreeMap<u32, i64>) -> Option<i64> {
+    watermarks
+        .values()
+        .min()
+        .map(|w| window.min_live_generation(*w))
+}
+
 /// Engine settings that are not index or verification thresholds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineConfig {
@@ -163,10 +175,20 @@ pub struct EngineStats {
     pub refreshed: u64,
 }
 
+/// Where a post sits in its input: partition (0 for files) and sequence number (line or offset).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Position {
+    /// Partition.
+    pub partition: u32,
+    /// Sequence number within the partition.
+    pub seq: u64,
+}
+
 /// The stateful decision maker.
 pub struct Engine {
     index: Index,
     window: Window,
+    watermarks: BTreeMap<u32, i64>,
     empty_posts: EmptyPolicy,
     scratch: Scratch,
     pending: Vec<(i64, Entry)>,
@@ -179,6 +201,7 @@ impl Engine {
         Ok(Engine {
             index: Index::new(cfg.index.clone(), cfg.verify.clone())?,
             window: Window::new(&cfg.window)?,
+            watermarks: BTreeMap::new(),
             empty_posts: cfg.empty_posts,
             scratch: Scratch::default(),
             pending: Vec::new(),
@@ -191,9 +214,19 @@ impl Engine {
         &self.index
     }
 
-    /// The window state.
+    /// Window arithmetic.
     pub fn window(&self) -> &Window {
         &self.window
+    }
+
+    /// Watermark (largest event time seen) per partition.
+    pub fn watermarks(&self) -> &BTreeMap<u32, i64> {
+        &self.watermarks
+    }
+
+    /// The oldest generation any partition still needs, if any post was seen.
+    pub fn min_live_generation(&self) -> Option<i64> {
+        min_live_generation(&self.window, &self.watermarks)
     }
 
     /// Counters so far.
@@ -201,48 +234,36 @@ impl Engine {
         &self.stats
     }
 
-    /// Restores persisted state: the watermark, then entries per generation in insertion order.
+    /// Restores persisted state: the watermarks, then entries per generation in insertion order.
     /// Restored entries are not reported as pending changes.
-    pub fn restore(&mut self, watermark: Option<i64>, generations: Vec<(i64, Vec<Entry>)>) {
-        self.window = self.window.clone().with_watermark(watermark);
-        let min_gen = self.window.min_live_generation();
-        let mut newest: rustc_hash::FxHashMap<PostId, i64> = rustc_hash::FxHashMap::default();
+    pub fn restore(&mut self, watermarks: BTreeMap<u32, i64>, generations: Vec<(i64, Vec<Entry>)>) {
+        self.watermarks = watermarks;
+        let min_gen = self.min_live_generation();
         for (gen, entries) in generations {
             if min_gen.is_some_and(|m| gen < m) {
                 continue;
             }
             for e in entries {
-                newest
-                    .entry(e.id.clone())
-                    .and_modify(|g| *g = (*g).max(gen))
-                    .or_insert(gen);
                 self.index.insert(gen, e, &mut self.scratch);
             }
         }
-        // Recompute which copies have a newer copy, as the live run had marked them.
-        let stale: Vec<EntryRef> = self
-            .index
-            .generations()
-            .map(|(gen, _)| gen)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .flat_map(|gen| {
-                let newest = &newest;
-                self.index
-                    .entries(gen)
-                    .iter()
-                    .enumerate()
-                    .filter_map(move |(slot, e)| {
-                        (newest.get(&e.id).is_some_and(|&g| g > gen)).then_some(EntryRef {
-                            gen,
-                            slot: slot as u32,
-                        })
-                    })
-            })
-            .collect();
-        for r in stale {
-            self.index.mark_superseded(r);
+    }
+
+    /// Applies an entry decided elsewhere (another partition's worker): it joins the index unless
+    /// its generation expired or it is already there. Returns whether it was added.
+    pub fn apply(&mut self, gen: i64, entry: Entry) -> bool {
+        if self.min_live_generation().is_some_and(|m| gen < m)
+            || self.index.contains(gen, &entry.key)
+        {
+            return false;
         }
+        let w = self
+            .watermarks
+            .entry(entry.key.partition)
+            .or_insert(entry.key.tau);
+        *w = (*w).max(entry.key.tau);
+        self.index.insert(gen, entry, &mut self.scratch);
+        true
     }
 
     /// Index changes since the last call, as (generation, entry), in order.
@@ -250,17 +271,20 @@ impl Engine {
         std::mem::take(&mut self.pending)
     }
 
-    /// Decides one post. `seq` is the post's input sequence number; `a` its analysis.
+    /// Decides one post at `at`. The post is compared with the entries ordered before it that
+    /// lie in its window; if unique (and not too late for the window) it becomes an entry.
     pub fn decide(
         &mut self,
-        seq: u64,
+        at: Position,
         id: &PostId,
         time: Option<EventTime>,
         a: &Analyzed,
     ) -> Verdict {
-        let t = self.window.effective_time(time);
-        self.window.observe(t);
-        if let Some(min_gen) = self.window.min_live_generation() {
+        let wm = self.watermarks.get(&at.partition).copied();
+        let t = time.map(|t| t.0).or(wm).unwrap_or(0);
+        let tau = wm.map_or(t, |w| w.max(t));
+        self.watermarks.insert(at.partition, tau);
+        if let Some(min_gen) = self.min_live_generation() {
             self.stats.expired_entries += self.index.expire_before(min_gen) as u64;
         }
         if a.chars.is_empty() {
@@ -275,8 +299,16 @@ impl Engine {
                 )),
             };
         }
+        let key = OrderKey {
+            tau,
+            partition: at.partition,
+            seq: at.seq,
+        };
+        let min_gen = self.window.min_live_generation(tau);
         let query = Query {
             id,
+            before: key,
+            min_gen,
             sketch: a.sketch(),
             grams: &a.grams,
         };
@@ -284,15 +316,17 @@ impl Engine {
         let found = self.index.find(&query, &mut self.scratch, &mut qs);
         self.add_query_stats(qs);
         let gen = self.window.generation(t);
-        let late = self.window.is_expired(t);
+        let late = gen < min_gen;
         match found {
             Some((r, m)) => {
                 let (cluster, matched_time) = match self.index.get(r) {
                     Some(e) => (e.id.clone(), e.time),
                     None => (id.clone(), EventTime(t)),
                 };
-                if r.gen < gen && !late && !self.index.is_superseded(r) {
-                    self.refresh(r, seq, t, gen);
+                // Ties prefer the newest generation, so an existing copy in `gen` wins and no
+                // second copy is made.
+                if r.gen < gen && !late {
+                    self.refresh(r, key, t, gen);
                 }
                 let matched = cluster.clone();
                 Verdict::Duplicate(Duplicate {
@@ -312,7 +346,7 @@ impl Engine {
             None => {
                 let entry = Entry {
                     id: id.clone(),
-                    seq,
+                    key,
                     time: EventTime(t),
                     fingerprint: a.fingerprint(),
                     chars: a.chars.as_slice().into(),
@@ -331,14 +365,13 @@ impl Engine {
 
     /// Copies a matched representative into the post's (newer) generation, so a cluster that
     /// keeps receiving duplicates stays in the window.
-    fn refresh(&mut self, r: EntryRef, seq: u64, t: i64, gen: i64) {
+    fn refresh(&mut self, r: EntryRef, key: OrderKey, t: i64, gen: i64) {
         let Some(old) = self.index.get(r) else { return };
         let copy = Entry {
-            seq,
+            key,
             time: EventTime(t),
             ..old.clone()
         };
-        self.index.mark_superseded(r);
         self.pending.push((gen, copy.clone()));
         self.index.insert(gen, copy, &mut self.scratch);
         self.stats.refreshed += 1;
@@ -350,5 +383,123 @@ impl Engine {
         s.verify_rejects += q.verify_rejects;
         s.bucket_scans_capped += q.bucket_scans_capped;
         s.posting_scans_capped += q.posting_scans_capped;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> EngineConfig {
+        EngineConfig {
+            index: IndexConfig::default(),
+            verify: VerifyConfig::default(),
+            window: WindowConfig {
+                window_secs: 1000,
+                generation_secs: 100,
+                max_future_secs: 0,
+            },
+            empty_posts: EmptyPolicy::Pass,
+        }
+    }
+
+    fn post(tok: &Tokenizer, text: &str) -> Analyzed {
+        let mut a = Analyzed::default();
+        Analyzer::new(tok).analyze(text, &mut a);
+        a
+    }
+
+    fn id(s: &str) -> PostId {
+        PostId(s.to_string())
+    }
+
+    fn at(partition: u32, seq: u64) -> Position {
+        Position { partition, seq }
+    }
+
+    const TEXT: &str = "今天早上地铁二号线又停运了上班的朋友们记得绕行";
+
+    #[test]
+    fn exact_copy_joins_the_first_posts_cluster_and_own_id_never_matches() {
+        let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+        let mut e = Engine::new(&cfg()).unwrap();
+        let a = post(&tok, TEXT);
+        assert_eq!(
+            e.decide(at(0, 1), &id("a"), Some(EventTime(10)), &a),
+            Verdict::Unique {
+                empty: false,
+                late: false
+            }
+        );
+        match e.decide(at(0, 2), &id("b"), Some(EventTime(20)), &a) {
+            Verdict::Duplicate(d) => assert_eq!(d.cluster, id("a")),
+            other => panic!("expected duplicate, got {other:?}"),
+        }
+        // Re-deciding "a" (a replay) finds only itself: unique again.
+        assert!(matches!(
+            e.decide(at(0, 1), &id("a"), Some(EventTime(10)), &a),
+            Verdict::Unique { .. }
+        ));
+    }
+
+    #[test]
+    fn entries_ordered_after_the_post_are_invisible_to_it() {
+        let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+        let mut e = Engine::new(&cfg()).unwrap();
+        let a = post(&tok, TEXT);
+        // Partition 1 already decided a post at watermark 500; partition 0 is at 150.
+        let mut other = Engine::new(&cfg()).unwrap();
+        other.decide(at(1, 7), &id("later"), Some(EventTime(500)), &a);
+        let (gen, entry) = other.take_changes().remove(0);
+        assert!(e.apply(gen, entry.clone()));
+        assert!(!e.apply(gen, entry), "a replicated entry is applied once");
+        assert!(matches!(
+            e.decide(at(0, 1), &id("early"), Some(EventTime(150)), &a),
+            Verdict::Unique { .. }
+        ));
+        // A post of partition 0 ordered after it does see it.
+        assert!(matches!(
+            e.decide(at(0, 2), &id("after"), Some(EventTime(600)), &a),
+            Verdict::Duplicate(_)
+        ));
+    }
+
+    #[test]
+    fn window_expires_by_event_time() {
+        let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+        let mut e = Engine::new(&cfg()).unwrap();
+        let a = post(&tok, TEXT);
+        e.decide(at(0, 1), &id("a"), Some(EventTime(0)), &a);
+        // 1000 s window, 100 s generations: at t = 1200 generation 0 has expired.
+        assert!(matches!(
+            e.decide(at(0, 2), &id("b"), Some(EventTime(1200)), &a),
+            Verdict::Unique { .. }
+        ));
+        assert_eq!(
+            e.index().generations().map(|(g, _)| g).collect::<Vec<_>>(),
+            vec![12]
+        );
+    }
+
+    #[test]
+    fn empty_posts_follow_the_policy() {
+        let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+        let a = post(&tok, "//@某人: 转发");
+        let mut pass = Engine::new(&cfg()).unwrap();
+        assert_eq!(
+            pass.decide(at(0, 1), &id("x"), None, &a),
+            Verdict::Unique {
+                empty: true,
+                late: false
+            }
+        );
+        let mut reject = Engine::new(&EngineConfig {
+            empty_posts: EmptyPolicy::Reject,
+            ..cfg()
+        })
+        .unwrap();
+        assert!(
+            matches!(reject.decide(at(0, 1), &id("x"), None, &a), Verdict::Rejected(r) if r.reason == RejectReason::Empty)
+        );
     }
 }

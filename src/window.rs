@@ -1,9 +1,7 @@
-//! The event-time sliding window: a watermark derived from the posts and the generation
-//! arithmetic that decides which index segments are live. Pure: time is passed in.
+//! The event-time sliding window: its settings and the generation arithmetic that decides which
+//! index segments are live for a watermark. Pure: time is passed in.
 
 use serde::{Deserialize, Serialize};
-
-use crate::types::EventTime;
 
 /// Window settings (the `[window]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,16 +42,16 @@ pub enum WindowError {
     },
 }
 
-/// Watermark state: the largest event time seen so far.
+/// Generation arithmetic of the window. Watermarks live with their owner (one per partition in
+/// the engine); this type only turns them into generation numbers.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Window {
     window_secs: i64,
     generation_secs: i64,
-    watermark: Option<i64>,
 }
 
 impl Window {
-    /// A window with no posts seen yet.
+    /// Checks and wraps the settings.
     pub fn new(cfg: &WindowConfig) -> Result<Window, WindowError> {
         if cfg.window_secs <= 0 || cfg.generation_secs <= 0 {
             return Err(WindowError::NonPositive {
@@ -64,30 +62,7 @@ impl Window {
         Ok(Window {
             window_secs: cfg.window_secs,
             generation_secs: cfg.generation_secs,
-            watermark: None,
         })
-    }
-
-    /// Restores a persisted watermark.
-    pub fn with_watermark(mut self, watermark: Option<i64>) -> Window {
-        self.watermark = watermark;
-        self
-    }
-
-    /// The largest event time seen, if any.
-    pub fn watermark(&self) -> Option<i64> {
-        self.watermark
-    }
-
-    /// The event time to use for a post: its own, or the watermark when it has none (0 before
-    /// the first timed post).
-    pub fn effective_time(&self, t: Option<EventTime>) -> i64 {
-        t.map(|t| t.0).or(self.watermark).unwrap_or(0)
-    }
-
-    /// Advances the watermark; it never moves backwards.
-    pub fn observe(&mut self, t: i64) {
-        self.watermark = Some(self.watermark.map_or(t, |w| w.max(t)));
     }
 
     /// Generation number of an event time.
@@ -95,16 +70,9 @@ impl Window {
         t.div_euclid(self.generation_secs)
     }
 
-    /// The oldest live generation: the one holding `watermark - window_secs`.
-    pub fn min_live_generation(&self) -> Option<i64> {
-        self.watermark
-            .map(|w| (w - self.window_secs).div_euclid(self.generation_secs))
-    }
-
-    /// Whether a post at `t` is so late that its generation has already expired.
-    pub fn is_expired(&self, t: i64) -> bool {
-        self.min_live_generation()
-            .is_some_and(|g| self.generation(t) < g)
+    /// The oldest generation live at `watermark`: the one holding `watermark - window_secs`.
+    pub fn min_live_generation(&self, watermark: i64) -> i64 {
+        (watermark - self.window_secs).div_euclid(self.generation_secs)
     }
 }
 
@@ -122,28 +90,17 @@ mod tests {
     }
 
     #[test]
-    fn watermark_is_monotone() {
-        let mut win = w();
-        win.observe(50);
-        win.observe(20);
-        assert_eq!(win.watermark(), Some(50));
-    }
-
-    #[test]
     fn expiry_is_by_event_time_generation() {
-        let mut win = w();
-        win.observe(205);
         // horizon 105 lies in generation 10: generations >= 10 are live.
-        assert_eq!(win.min_live_generation(), Some(10));
-        assert!(win.is_expired(99));
-        assert!(!win.is_expired(100));
+        assert_eq!(w().min_live_generation(205), 10);
+        assert_eq!(w().min_live_generation(200), 10);
+        assert_eq!(w().min_live_generation(199), 9);
     }
 
     #[test]
     fn negative_times_use_floor_division() {
-        let win = w();
-        assert_eq!(win.generation(-1), -1);
-        assert_eq!(win.generation(0), 0);
+        assert_eq!(w().generation(-1), -1);
+        assert_eq!(w().generation(0), 0);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::app::config::Config;
-use crate::engine::{Analyzed, Analyzer, Engine, Verdict};
+use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
 use crate::input::Decoder;
 use crate::io::process::{Emitted, Processor, Sink};
 use crate::routing::Router;
@@ -135,10 +135,23 @@ pub fn evaluate_partitioned(
         let route = a.simhash.as_ref().map(|sh| router.route(sh, weight));
         let (primary, replicas) =
             route.map_or((0, Vec::new()), |r| (r.primary as usize, r.replicas));
-        let verdict = engines[primary].decide(n, &post.id, post.created_at, &a);
+        let at = Position {
+            partition: primary as u32,
+            seq: n,
+        };
+        let verdict = engines[primary].decide(at, &post.id, post.created_at, &a);
         calls += 1 + replicas.len() as u64;
         for r in replicas {
-            engines[r as usize].decide(n, &post.id, post.created_at, &a);
+            // A registration is decided like a post of that partition, so it indexes only if new there.
+            engines[r as usize].decide(
+                Position {
+                    partition: r,
+                    seq: n,
+                },
+                &post.id,
+                post.created_at,
+                &a,
+            );
         }
         *seen.entry(post.id.0.clone()).or_insert(0u32) += 1;
         match verdict {

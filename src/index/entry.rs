@@ -4,7 +4,21 @@ use crate::types::{EventTime, Fingerprint, PostId};
 use crate::verify::Sketch;
 
 /// Version of the entry encoding; bump when the layout or the token hash changes.
-pub const ENTRY_FORMAT: u8 = 1;
+pub const ENTRY_FORMAT: u8 = 2;
+
+/// The total order of decisions: a post is compared only with entries whose key is smaller.
+/// `tau` is the deciding partition's watermark (largest event time seen in that partition up to
+/// and including the post), so keys grow along every partition; `seq` is the line number or
+/// offset within the partition. The file pipeline is one partition.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct OrderKey {
+    /// Partition watermark at the post, unix seconds.
+    pub tau: i64,
+    /// Partition of the post (0 for files).
+    pub partition: u32,
+    /// Sequence number within the partition.
+    pub seq: u64,
+}
 
 /// One unique representative in the index. Copies of the same representative can live in several
 /// generations (a cluster that keeps receiving duplicates is refreshed into the current one).
@@ -12,8 +26,8 @@ pub const ENTRY_FORMAT: u8 = 1;
 pub struct Entry {
     /// Id of the representative post, which is also the cluster id.
     pub id: PostId,
-    /// Input sequence number of the post that created this copy.
-    pub seq: u64,
+    /// Order key of the post that created this copy.
+    pub key: OrderKey,
     /// Event time of the post that created this copy.
     pub time: EventTime,
     /// SimHash fingerprint.
@@ -60,7 +74,9 @@ impl Entry {
     pub fn encode(&self, out: &mut Vec<u8>) {
         let text: String = self.chars.iter().collect();
         out.push(ENTRY_FORMAT);
-        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.key.tau.to_le_bytes());
+        out.extend_from_slice(&self.key.partition.to_le_bytes());
+        out.extend_from_slice(&self.key.seq.to_le_bytes());
         out.extend_from_slice(&self.time.0.to_le_bytes());
         out.extend_from_slice(&self.fingerprint.0.to_le_bytes());
         put_bytes(out, self.id.0.as_bytes());
@@ -78,7 +94,11 @@ impl Entry {
         if format != ENTRY_FORMAT {
             return Err(DecodeError::Format(format));
         }
-        let seq = r.u64()?;
+        let key = OrderKey {
+            tau: r.u64()? as i64,
+            partition: r.u32()?,
+            seq: r.u64()?,
+        };
         let time = EventTime(r.u64()? as i64);
         let fingerprint = Fingerprint(r.u64()?);
         let id = std::str::from_utf8(r.bytes()?)
@@ -94,7 +114,7 @@ impl Entry {
         }
         let entry = Entry {
             id: PostId(id),
-            seq,
+            key,
             time,
             fingerprint,
             chars,
@@ -149,7 +169,11 @@ mod tests {
         let text = "转发微博测试";
         let e = Entry {
             id: PostId("3350040253028385".into()),
-            seq: 42,
+            key: OrderKey {
+                tau: 1_304_404_747,
+                partition: 3,
+                seq: 42,
+            },
             time: EventTime(1_304_404_747),
             fingerprint: Fingerprint(0xdead_beef),
             chars: text.chars().collect(),

@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-pub use entry::Entry;
+pub use entry::{Entry, OrderKey};
 use grams::Gram;
 pub use tables::{LayoutError, TableLayout};
 
@@ -77,6 +77,11 @@ pub struct QueryStats {
 pub struct Query<'a> {
     /// The post's own id: a post never matches itself, so replays give the same verdict.
     pub id: &'a PostId,
+    /// Only entries ordered before this key are candidates (entries of other partitions may
+    /// already hold later posts).
+    pub before: OrderKey,
+    /// Only generations from this one on are in the post's window.
+    pub min_gen: i64,
     /// Verification view of the post.
     pub sketch: Sketch<'a>,
     /// Distinct bigrams of the normalized text.
@@ -86,7 +91,7 @@ pub struct Query<'a> {
 struct Segment {
     gen: i64,
     entries: Vec<Entry>,
-    superseded: Vec<bool>,
+    keys: rustc_hash::FxHashSet<OrderKey>,
     exact: FxHashMap<u64, u32>,
     tables: Vec<FxHashMap<u64, Vec<u32>>>,
     grams: FxHashMap<Gram, Vec<u32>>,
@@ -172,20 +177,10 @@ impl Index {
             .flat_map(|s| s.tables.iter().flat_map(|t| t.values().map(Vec::len)))
     }
 
-    /// Whether a newer copy of the entry at `r` exists, so a match on it needs no refresh.
-    pub fn is_superseded(&self, r: EntryRef) -> bool {
-        self.segment(r.gen)
-            .and_then(|s| s.superseded.get(r.slot as usize).copied())
-            .unwrap_or(false)
-    }
-
-    /// Records that the entry at `r` has a newer copy.
-    pub fn mark_superseded(&mut self, r: EntryRef) {
-        if let Some(s) = self.segments.iter_mut().find(|s| s.gen == r.gen) {
-            if let Some(f) = s.superseded.get_mut(r.slot as usize) {
-                *f = true;
-            }
-        }
+    /// Whether generation `gen` already holds an entry with this key (replicated entries can
+    /// arrive twice).
+    pub fn contains(&self, gen: i64, key: &OrderKey) -> bool {
+        self.segment(gen).is_some_and(|s| s.keys.contains(key))
     }
 
     fn segment(&self, gen: i64) -> Option<&Segment> {
@@ -225,7 +220,18 @@ impl Index {
             self.gram_path() && n >= self.min_gram_chars && n <= self.cfg.gram_max_chars;
         let seg = &mut self.segments[idx];
         let slot = seg.entries.len() as u32;
-        seg.exact.entry(entry.text_hash).or_insert(slot);
+        // The exact map keeps the earliest entry of a text, whatever order entries arrive in.
+        match seg.exact.entry(entry.text_hash) {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                if entry.key < seg.entries[*o.get() as usize].key {
+                    o.insert(slot);
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(slot);
+            }
+        }
+        seg.keys.insert(entry.key);
         if tabled {
             for (t, table) in seg.tables.iter_mut().enumerate() {
                 table
@@ -244,7 +250,6 @@ impl Index {
         }
         seg.bytes += bytes + self.layout.tables() * 12;
         seg.entries.push(entry);
-        seg.superseded.push(false);
         EntryRef { gen, slot }
     }
 
@@ -270,10 +275,15 @@ impl Index {
         scratch: &mut Scratch,
         stats: &mut QueryStats,
     ) -> Option<(EntryRef, Match)> {
-        for seg in self.segments.iter().rev() {
+        for seg in self
+            .segments
+            .iter()
+            .rev()
+            .take_while(|s| s.gen >= q.min_gen)
+        {
             if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
                 let e = &seg.entries[slot as usize];
-                if e.id != *q.id && *e.chars == *q.sketch.chars {
+                if e.id != *q.id && e.key < q.before && *e.chars == *q.sketch.chars {
                     stats.candidates += 1;
                     let r = EntryRef { gen: seg.gen, slot };
                     return verify(&q.sketch, &e.sketch(), &self.verify).map(|m| (r, m));
@@ -281,7 +291,12 @@ impl Index {
             }
         }
         scratch.cands.clear();
-        for seg in self.segments.iter().rev() {
+        for seg in self
+            .segments
+            .iter()
+            .rev()
+            .take_while(|s| s.gen >= q.min_gen)
+        {
             self.simhash_candidates(seg, q, scratch, stats);
             self.gram_candidates(seg, q, scratch, stats);
         }
@@ -292,7 +307,7 @@ impl Index {
         cands.dedup();
         for r in &cands {
             let Some(e) = self.get(*r) else { continue };
-            if e.id == *q.id {
+            if e.id == *q.id || e.key >= q.before {
                 continue;
             }
             stats.candidates += 1;
@@ -397,7 +412,7 @@ impl Segment {
         Segment {
             gen,
             entries: Vec::new(),
-            superseded: Vec::new(),
+            keys: rustc_hash::FxHashSet::default(),
             exact: FxHashMap::default(),
             tables: (0..tables).map(|_| FxHashMap::default()).collect(),
             grams: FxHashMap::default(),

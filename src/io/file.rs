@@ -288,15 +288,10 @@ pub fn run(
     let mut summary = Summary::default();
     if let Some(s) = &store {
         let t = Instant::now();
-        let probe = Engine::new(&cfg.engine()).map_err(|e| PipelineError::Config(e.to_string()))?;
-        let min_gen = probe
-            .window()
-            .clone()
-            .with_watermark(cp.watermark)
-            .min_live_generation();
+        let min_gen = crate::engine::min_live_generation(engine.window(), &cp.watermarks);
         let loaded = s.load(min_gen, cp.next_seq)?;
         summary.restored_entries = loaded.entries;
-        engine.restore(cp.watermark, loaded.generations);
+        engine.restore(cp.watermarks.clone(), loaded.generations);
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(
             entries = summary.restored_entries,
@@ -466,13 +461,13 @@ impl RunCtx<'_> {
             marks.push(o.sync()?);
         }
         let changes = proc.engine_mut().take_changes();
-        let min_live = proc.engine().window().min_live_generation();
+        let min_live = proc.engine().min_live_generation();
         let Some(store) = self.store else {
             return Ok(());
         };
         let cp = Checkpoint {
             next_seq: self.seq,
-            watermark: proc.engine().window().watermark(),
+            watermarks: proc.engine().watermarks().clone(),
             run: Some(RunRecord {
                 input: self.job.input.clone(),
                 input_offset: offset,

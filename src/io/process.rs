@@ -2,7 +2,7 @@
 //! pipeline, `eval` and the Kafka workers, so every front end gives the same verdicts.
 
 use crate::app::config::Config;
-use crate::engine::{Analyzed, Analyzer, Engine, Verdict};
+use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
 use crate::input::Decoder;
 use crate::io::records;
 use crate::text::tokenize::Tokenizer;
@@ -117,9 +117,10 @@ impl<'t> Processor<'t> {
             }
         }
         self.analyzer.analyze(&post.text, &mut self.analyzed);
+        let at = Position { partition: 0, seq };
         match self
             .engine
-            .decide(seq, &post.id, post.created_at, &self.analyzed)
+            .decide(at, &post.id, post.created_at, &self.analyzed)
         {
             Verdict::Unique { empty, .. } => {
                 out.sink = Sink::Unique;

@@ -84,8 +84,8 @@ pub struct Checkpoint {
     /// Sequence number the next input record gets; stored entries with a higher one are
     /// uncommitted leftovers of a crash.
     pub next_seq: u64,
-    /// Event-time watermark.
-    pub watermark: Option<i64>,
+    /// Event-time watermark per partition (one partition, 0, for files).
+    pub watermarks: std::collections::BTreeMap<u32, i64>,
     /// The file run this checkpoint belongs to.
     pub run: Option<RunRecord>,
 }
@@ -185,7 +185,7 @@ impl Store {
                     source,
                 })?;
                 rest = tail;
-                if e.seq >= next_seq {
+                if e.key.seq >= next_seq {
                     uncommitted = true;
                     out.discarded += 1;
                 } else if let Some((_, es)) = out.generations.last_mut() {
@@ -217,7 +217,12 @@ impl Store {
             if expired_below.is_some_and(|m| *gen < m) {
                 continue;
             }
-            e.encode(&mut chunks.entry(*gen).or_insert_with(|| (e.seq, Vec::new())).1);
+            e.encode(
+                &mut chunks
+                    .entry(*gen)
+                    .or_insert_with(|| (e.key.seq, Vec::new()))
+                    .1,
+            );
         }
         if !chunks.is_empty() {
             let mut batch = sled::Batch::default();
@@ -271,13 +276,18 @@ fn key_generation(k: &[u8]) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::OrderKey;
     use crate::types::{EventTime, Fingerprint, PostId};
 
     fn entry(id: &str, seq: u64) -> Entry {
         let text = format!("文本{id}");
         Entry {
             id: PostId(id.into()),
-            seq,
+            key: OrderKey {
+                tau: seq as i64,
+                partition: 0,
+                seq,
+            },
             time: EventTime(seq as i64),
             fingerprint: Fingerprint(seq),
             chars: text.chars().collect(),
@@ -292,7 +302,7 @@ mod tests {
         let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
         let cp = Checkpoint {
             next_seq: 3,
-            watermark: Some(10),
+            watermarks: [(0, 10)].into(),
             run: None,
         };
         store
@@ -331,7 +341,7 @@ mod tests {
         let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
         let cp = Checkpoint {
             next_seq: 2,
-            watermark: None,
+            watermarks: Default::default(),
             run: None,
         };
         store

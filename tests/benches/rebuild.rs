@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use simdedup::app::config::Config;
 use simdedup::engine::Engine;
-use simdedup::index::Entry;
+use simdedup::index::{Entry, OrderKey};
 use simdedup::state::{Checkpoint, Store};
 use simdedup::types::{EventTime, Fingerprint, PostId};
 
@@ -42,7 +42,11 @@ fn synthetic(n: usize, gens: i64, per_checkpoint: usize) -> Vec<Vec<(i64, Entry)
             gen,
             Entry {
                 id: PostId(format!("{}", 3_500_000_000_000_000u64 + i as u64)),
-                seq: i as u64,
+                key: OrderKey {
+                    tau: gen * 21_600,
+                    partition: 0,
+                    seq: i as u64,
+                },
                 time: EventTime(gen * 21_600),
                 fingerprint: Fingerprint(next()),
                 text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
@@ -86,7 +90,7 @@ fn main() {
             seq += b.len() as u64;
             let cp = Checkpoint {
                 next_seq: seq,
-                watermark: Some((gens - 1) * 21_600),
+                watermarks: [(0, (gens - 1) * 21_600)].into(),
                 run: None,
             };
             store.commit(b, &cp, None).expect("commit");
@@ -104,7 +108,7 @@ fn main() {
         let load_secs = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let mut engine = Engine::new(&cfg.engine()).expect("engine");
-        engine.restore(cp.watermark, loaded.generations);
+        engine.restore(cp.watermarks, loaded.generations);
         let restore_secs = t.elapsed().as_secs_f64();
         println!(
             "entries {n}: synthesize {gen_secs:.1} s, persist {write_secs:.1} s ({:.0} entries/s), sled on disk {:.0} MB; \
