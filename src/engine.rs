@@ -250,20 +250,25 @@ impl Engine {
     }
 
     /// Applies an entry decided elsewhere (another partition's worker): it joins the index unless
-    /// its generation expired or it is already there. Returns whether it was added.
+    /// its generation expired or it is already there. Returns whether it was added. Watermarks
+    /// are not touched: they belong to the partitions this engine decides.
     pub fn apply(&mut self, gen: i64, entry: Entry) -> bool {
         if self.min_live_generation().is_some_and(|m| gen < m)
             || self.index.contains(gen, &entry.key)
         {
             return false;
         }
-        let w = self
-            .watermarks
-            .entry(entry.key.partition)
-            .or_insert(entry.key.tau);
-        *w = (*w).max(entry.key.tau);
         self.index.insert(gen, entry, &mut self.scratch);
         true
+    }
+
+    /// Sets a partition's watermark: a worker taking a partition over resumes with the watermark
+    /// its previous owner had at the committed offset; `None` forgets the partition.
+    pub fn set_watermark(&mut self, partition: u32, watermark: Option<i64>) {
+        match watermark {
+            Some(w) => self.watermarks.insert(partition, w),
+            None => self.watermarks.remove(&partition),
+        };
     }
 
     /// Index changes since the last call, as (generation, entry), in order.
@@ -354,7 +359,10 @@ impl Engine {
                     tokens: a.token_set.as_slice().into(),
                 };
                 self.pending.push((gen, entry.clone()));
-                self.index.insert(gen, entry, &mut self.scratch);
+                // A replayed post may find its own entry already replicated back.
+                if !self.index.contains(gen, &key) {
+                    self.index.insert(gen, entry, &mut self.scratch);
+                }
                 Verdict::Unique {
                     empty: false,
                     late: false,
@@ -373,7 +381,9 @@ impl Engine {
             ..old.clone()
         };
         self.pending.push((gen, copy.clone()));
-        self.index.insert(gen, copy, &mut self.scratch);
+        if !self.index.contains(gen, &key) {
+            self.index.insert(gen, copy, &mut self.scratch);
+        }
         self.stats.refreshed += 1;
     }
 

@@ -60,6 +60,13 @@ pub enum Command {
     /// Deduplicate a JSON-lines file or stdin (the embedded default, no Kafka).
     #[command(after_help = DEDUP_EXAMPLES)]
     Dedup(DedupArgs),
+    /// Run the Kafka stream processor (stage route, dedup, or both in one process).
+    #[command(after_help = RUN_EXAMPLES)]
+    Run(RunArgs),
+    /// Produce the lines of a JSON-lines file to a topic (to feed a raw topic).
+    Produce(ProduceArgs),
+    /// Write all records of a topic to a JSON-lines file (stops after --idle-ms without records).
+    Export(ExportArgs),
     /// Score the engine on a labelled stream (truth.jsonl as in the benchmark).
     #[command(after_help = EVAL_EXAMPLES)]
     Eval(EvalArgs),
@@ -73,6 +80,64 @@ const DEDUP_EXAMPLES: &str = "Examples:
 
 Rerunning an interrupted command with the same state dir resumes at its last checkpoint;
 running another input with the same state dir continues the window.";
+
+const RUN_EXAMPLES: &str = "Examples:
+  simdedup run --role all --brokers 127.0.0.1:9092 --input-topic posts
+  SIMDEDUP_BROKERS=kafka:9092 simdedup run --role dedup --config /etc/simdedup.toml
+
+Workers of one role that share --group-id form a consumer group: add workers to scale out.";
+
+/// Which stages a `run` process hosts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Role {
+    /// Stateless: raw topic to routed topic.
+    Route,
+    /// Stateful: routed topic to the output topics.
+    Dedup,
+    /// Both stages in one process.
+    All,
+}
+
+/// `run` options: deploy-time knobs override the config file's `[kafka]` section.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Stages to run.
+    #[arg(long, value_enum, env = "SIMDEDUP_ROLE")]
+    pub role: Role,
+    /// Bootstrap servers.
+    #[arg(long, env = "SIMDEDUP_BROKERS")]
+    pub brokers: Option<String>,
+    /// Consumer group prefix (stages use `<id>.route` and `<id>.dedup`).
+    #[arg(long, env = "SIMDEDUP_GROUP_ID")]
+    pub group_id: Option<String>,
+    /// Raw posts topic.
+    #[arg(long, env = "SIMDEDUP_INPUT_TOPIC")]
+    pub input_topic: Option<String>,
+    /// Internal routed topic.
+    #[arg(long, env = "SIMDEDUP_ROUTED_TOPIC")]
+    pub routed_topic: Option<String>,
+    /// Partitions of the routed topic (when created).
+    #[arg(long, env = "SIMDEDUP_ROUTED_PARTITIONS")]
+    pub routed_partitions: Option<u32>,
+    /// Unique posts topic.
+    #[arg(long, env = "SIMDEDUP_UNIQUE_TOPIC")]
+    pub unique_topic: Option<String>,
+    /// Duplicate events topic.
+    #[arg(long, env = "SIMDEDUP_DUPLICATES_TOPIC")]
+    pub duplicates_topic: Option<String>,
+    /// Rejected records topic.
+    #[arg(long, env = "SIMDEDUP_REJECTED_TOPIC")]
+    pub rejected_topic: Option<String>,
+    /// Replicated index changelog topic.
+    #[arg(long, env = "SIMDEDUP_CHANGELOG_TOPIC")]
+    pub changelog_topic: Option<String>,
+    /// State directory (reserved: the dedup stage rebuilds its index from the changelog topic).
+    #[arg(long, env = "SIMDEDUP_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
 
 const EVAL_EXAMPLES: &str = "Example:
   simdedup eval --posts bench/posts.jsonl --truth bench/truth.jsonl";
@@ -117,6 +182,37 @@ pub struct DedupArgs {
     pub config: ConfigArgs,
 }
 
+/// `produce` options.
+#[derive(Debug, Args)]
+pub struct ProduceArgs {
+    /// Bootstrap servers.
+    #[arg(long, env = "SIMDEDUP_BROKERS")]
+    pub brokers: String,
+    /// Destination topic.
+    #[arg(long)]
+    pub topic: String,
+    /// JSON-lines file, `-` for stdin.
+    #[arg(long)]
+    pub input: String,
+}
+
+/// `export` options.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// Bootstrap servers.
+    #[arg(long, env = "SIMDEDUP_BROKERS")]
+    pub brokers: String,
+    /// Source topic.
+    #[arg(long)]
+    pub topic: String,
+    /// Output file, `-` for stdout.
+    #[arg(long, default_value = "-")]
+    pub output: String,
+    /// Stop after this many milliseconds without a record.
+    #[arg(long, default_value_t = 3000)]
+    pub idle_ms: u64,
+}
+
 /// `eval` options.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
@@ -154,6 +250,9 @@ fn build_tokenizer(cfg: &Config) -> Result<Tokenizer, String> {
 pub fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Dedup(a) => dedup(a),
+        Command::Run(a) => run_stream(a),
+        Command::Produce(a) => produce(a),
+        Command::Export(a) => export(a),
         Command::Eval(a) => run_eval(a),
     };
     match result {
@@ -311,4 +410,127 @@ fn print_report(r: &eval::Report) {
         r.candidates, r.verify_rejects, r.bucket_scans_capped, r.posting_scans_capped
     );
     println!("engine rate {:.0} posts/s", r.posts_per_sec);
+}
+
+fn run_stream(a: RunArgs) -> CmdResult {
+    let mut cfg = load_config(&a.config).map_err(usage)?;
+    let k = &mut cfg.kafka;
+    let set = |dst: &mut String, v: Option<String>| {
+        if let Some(v) = v {
+            *dst = v;
+        }
+    };
+    set(&mut k.brokers, a.brokers);
+    set(&mut k.group_id, a.group_id);
+    set(&mut k.input_topic, a.input_topic);
+    set(&mut k.routed_topic, a.routed_topic);
+    set(&mut k.unique_topic, a.unique_topic);
+    set(&mut k.duplicates_topic, a.duplicates_topic);
+    set(&mut k.rejected_topic, a.rejected_topic);
+    set(&mut k.changelog_topic, a.changelog_topic);
+    if let Some(p) = a.routed_partitions {
+        k.routed_partitions = p;
+    }
+    if k.routed_partitions == 0 {
+        return Err(usage("--routed-partitions must be at least 1"));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register_conditional_shutdown(
+            sig,
+            EXIT_INTERRUPTED as i32,
+            Arc::clone(&stop),
+        );
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
+    let kc = cfg.kafka.clone();
+    let out_parts = kc.output_partitions as i32;
+    let topics = [
+        (kc.input_topic.as_str(), out_parts),
+        (kc.routed_topic.as_str(), kc.routed_partitions as i32),
+        (kc.unique_topic.as_str(), out_parts),
+        (kc.duplicates_topic.as_str(), out_parts),
+        (kc.rejected_topic.as_str(), out_parts),
+        (kc.changelog_topic.as_str(), 1),
+    ];
+    crate::io::kafka::client::ensure_topics(&kc, &topics)
+        .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
+    let fail = |e: crate::io::kafka::KafkaError| (EXIT_FAILURE, e.to_string());
+    std::thread::scope(|s| {
+        // Whichever stage ends first (error or signal) stops the other.
+        let route = (a.role != Role::Dedup).then(|| {
+            s.spawn(|| {
+                let r = crate::io::kafka::route::run(&kc, &cfg, &tokenizer, &stop);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                r
+            })
+        });
+        let dedup = (a.role != Role::Route).then(|| {
+            s.spawn(|| {
+                let r = crate::io::kafka::dedup::run(&kc, &cfg, &stop);
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                r
+            })
+        });
+        let mut result = Ok(EXIT_OK);
+        if let Some(h) = route {
+            match h.join() {
+                Ok(Ok(st)) => tracing::info!(
+                    records = st.records,
+                    routed = st.routed,
+                    rejected = st.rejected,
+                    "route stage stopped"
+                ),
+                Ok(Err(e)) => result = Err(fail(e)),
+                Err(_) => result = Err((EXIT_FAILURE, "route stage panicked".to_string())),
+            }
+        }
+        if let Some(h) = dedup {
+            match h.join() {
+                Ok(Ok(st)) => eprintln!(
+                    "simdedup: dedup stage decided {} records: {} unique, {} duplicates, {} rejected",
+                    st.records, st.unique, st.duplicates, st.rejected
+                ),
+                Ok(Err(e)) => result = Err(fail(e)),
+                Err(_) => result = Err((EXIT_FAILURE, "dedup stage panicked".to_string())),
+            }
+        }
+        result
+    })
+}
+
+fn produce(a: ProduceArgs) -> CmdResult {
+    let k = crate::io::kafka::KafkaConfig {
+        brokers: a.brokers,
+        ..Default::default()
+    };
+    let n = crate::io::kafka::tools::produce(&k, &a.topic, &a.input)
+        .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    eprintln!("simdedup: produced {n} records to {}", a.topic);
+    Ok(EXIT_OK)
+}
+
+fn export(a: ExportArgs) -> CmdResult {
+    let k = crate::io::kafka::KafkaConfig {
+        brokers: a.brokers,
+        ..Default::default()
+    };
+    let mut out: Box<dyn std::io::Write> = if a.output == "-" {
+        Box::new(std::io::BufWriter::new(std::io::stdout()))
+    } else {
+        let f = std::fs::File::create(&a.output)
+            .map_err(|e| (EXIT_FAILURE, format!("cannot create {}: {e}", a.output)))?;
+        Box::new(std::io::BufWriter::new(f))
+    };
+    let n = crate::io::kafka::tools::export(
+        &k,
+        &a.topic,
+        &mut out,
+        std::time::Duration::from_millis(a.idle_ms),
+    )
+    .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    out.flush().map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    eprintln!("simdedup: exported {n} records from {}", a.topic);
+    Ok(EXIT_OK)
 }

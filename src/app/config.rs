@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{EmptyPolicy, EngineConfig};
 use crate::index::IndexConfig;
 use crate::input::InputConfig;
+use crate::io::kafka::KafkaConfig;
 use crate::routing::RoutingConfig;
 use crate::text::tokenize::Weighting;
 use crate::verify::VerifyConfig;
@@ -34,6 +35,8 @@ pub struct Config {
     pub output: OutputConfig,
     /// Similarity routing between partitions (Kafka topology).
     pub routing: RoutingConfig,
+    /// Kafka topology: brokers, group, topics, librdkafka pass-through settings.
+    pub kafka: KafkaConfig,
 }
 
 /// The `[text]` section.

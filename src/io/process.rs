@@ -68,9 +68,7 @@ pub struct Processor<'t> {
 impl<'t> Processor<'t> {
     /// A processor over an engine (fresh or restored).
     pub fn new(cfg: &Config, tokenizer: &'t Tokenizer, engine: Engine) -> Self {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs() as i64);
+        let now = now_secs();
         Processor {
             decoder: Decoder::new(&cfg.input),
             analyzer: Analyzer::new(tokenizer),
@@ -149,4 +147,26 @@ impl<'t> Processor<'t> {
         out.reason = Some(r.reason);
         records::rejected_record(&mut out.record, &r, out.id.as_ref(), line_no, line);
     }
+}
+
+/// Unix seconds now (0 if the clock is before 1970).
+pub fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+/// The `future_time` rejection of a post dated more than `max_future_secs` after `now`.
+pub fn future_time(
+    t: Option<crate::types::EventTime>,
+    now: i64,
+    max_future_secs: i64,
+) -> Option<Rejection> {
+    let t = t?;
+    (max_future_secs > 0 && t.0 > now + max_future_secs).then(|| {
+        Rejection::new(
+            RejectReason::FutureTime,
+            format!("created_at {} is ahead of the clock", t.0),
+        )
+    })
 }

@@ -1,0 +1,263 @@
+//! librdkafka clients as the stages need them: consumers whose offsets are stored only by us,
+//! producers whose delivery reports come back over a channel, rebalance events recorded for the
+//! worker loop, and topic creation.
+
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
+use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::Message;
+
+use super::{KafkaConfig, KafkaError};
+
+/// Consumer keys the delivery semantics depend on: (key, pinned value).
+const PINNED_CONSUMER: &[(&str, &str)] = &[
+    ("enable.auto.offset.store", "false"),
+    ("enable.auto.commit", "true"),
+    ("enable.partition.eof", "true"),
+    ("isolation.level", "read_committed"),
+];
+/// Producer keys the delivery semantics depend on.
+const PINNED_PRODUCER: &[(&str, &str)] = &[("acks", "all"), ("enable.idempotence", "true")];
+
+fn base(
+    k: &KafkaConfig,
+    extra: &std::collections::BTreeMap<String, String>,
+    pinned: &[(&str, &str)],
+) -> ClientConfig {
+    let mut c = ClientConfig::new();
+    c.set("bootstrap.servers", &k.brokers);
+    c.set_log_level(RDKafkaLogLevel::Warning);
+    for (key, v) in extra {
+        if pinned.iter().any(|(p, _)| p == key) {
+            tracing::warn!(key = %key, "librdkafka setting is pinned by simdedup; ignoring the configured value");
+            continue;
+        }
+        c.set(key, v);
+    }
+    for (key, v) in pinned {
+        c.set(*key, *v);
+    }
+    c
+}
+
+/// Config of a group consumer.
+pub fn consumer_config(k: &KafkaConfig, group: &str) -> ClientConfig {
+    let mut c = base(k, &k.consumer, PINNED_CONSUMER);
+    c.set("group.id", group);
+    c.set_if_absent("auto.offset.reset", "earliest");
+    c.set_if_absent("auto.commit.interval.ms", "1000");
+    c.set_if_absent("partition.assignment.strategy", "cooperative-sticky");
+    c
+}
+
+/// Config of a consumer outside any group (the changelog reader assigns its partition itself).
+pub fn reader_config(k: &KafkaConfig) -> ClientConfig {
+    let mut c = base(k, &k.consumer, PINNED_CONSUMER);
+    // librdkafka requires a group id even for assign(); it never joins (no subscribe).
+    c.set("group.id", format!("{}.reader", k.group_id));
+    c.set("enable.auto.commit", "false");
+    c
+}
+
+/// Config of a producer.
+pub fn producer_config(k: &KafkaConfig) -> ClientConfig {
+    let mut c = base(k, &k.producer, PINNED_PRODUCER);
+    c.set_if_absent("linger.ms", "5");
+    c.set_if_absent("compression.type", "lz4");
+    c
+}
+
+trait SetIfAbsent {
+    fn set_if_absent(&mut self, key: &str, v: &str);
+}
+
+impl SetIfAbsent for ClientConfig {
+    fn set_if_absent(&mut self, key: &str, v: &str) {
+        if self.get(key).is_none() {
+            self.set(key, v);
+        }
+    }
+}
+
+/// What a produced record stands for, so its delivery report can be credited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tag {
+    /// An output (or index entry) of input `offset` of `partition`.
+    Record {
+        /// Input partition.
+        partition: u32,
+        /// Input offset.
+        offset: u64,
+    },
+    /// A progress marker of a dedup partition covering inputs through `last_offset`.
+    Marker {
+        /// Routed partition.
+        partition: u32,
+        /// Last decided offset the marker covers.
+        last_offset: Option<u64>,
+    },
+}
+
+/// What a delivery report says, tagged by the sender.
+#[derive(Debug)]
+pub struct Delivery {
+    /// The tag given at send time.
+    pub tag: Tag,
+    /// `Err(message)` when librdkafka gave up on the record.
+    pub result: Result<(), String>,
+    /// Topic of the record.
+    pub topic: String,
+}
+
+/// Producer context that forwards delivery reports to a channel.
+pub struct AckContext {
+    tx: Mutex<Sender<Delivery>>,
+}
+
+impl ClientContext for AckContext {}
+
+impl ProducerContext for AckContext {
+    type DeliveryOpaque = Box<Tag>;
+
+    fn delivery(&self, r: &DeliveryResult<'_>, tag: Box<Tag>) {
+        let (result, topic) = match r {
+            Ok(m) => (Ok(()), m.topic().to_string()),
+            Err((e, m)) => (Err(e.to_string()), m.topic().to_string()),
+        };
+        if let Ok(tx) = self.tx.lock() {
+            let _ = tx.send(Delivery {
+                tag: *tag,
+                result,
+                topic,
+            });
+        }
+    }
+}
+
+/// A producer and the receiving end of its delivery reports.
+pub fn producer(
+    k: &KafkaConfig,
+) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
+    let (tx, rx) = channel();
+    let p = producer_config(k).create_with_context(AckContext { tx: Mutex::new(tx) })?;
+    Ok((p, rx))
+}
+
+/// A rebalance as the worker loop sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RebalanceEvent {
+    /// Partitions added to this member.
+    Assigned(Vec<u32>),
+    /// Partitions taken away.
+    Revoked(Vec<u32>),
+}
+
+/// Consumer context recording rebalances for the loop to act on after `poll` returns.
+#[derive(Default)]
+pub struct RebalanceLog {
+    topic: String,
+    events: Mutex<Vec<RebalanceEvent>>,
+}
+
+impl RebalanceLog {
+    /// A log for rebalances of `topic`.
+    pub fn new(topic: &str) -> RebalanceLog {
+        RebalanceLog {
+            topic: topic.to_string(),
+            events: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Events since the last call.
+    pub fn drain(&self) -> Vec<RebalanceEvent> {
+        self.events
+            .lock()
+            .map(|mut e| std::mem::take(&mut *e))
+            .unwrap_or_default()
+    }
+}
+
+impl ClientContext for RebalanceLog {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        log_client_error(error, reason);
+    }
+}
+
+/// Client context of consumers outside a group: librdkafka errors go to `tracing`, end-of-
+/// partition notices (expected with `enable.partition.eof`) are dropped.
+pub struct QuietContext;
+
+impl ClientContext for QuietContext {
+    fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
+        log_client_error(error, reason);
+    }
+}
+
+impl ConsumerContext for QuietContext {}
+
+fn log_client_error(error: rdkafka::error::KafkaError, reason: &str) {
+    use rdkafka::error::KafkaError as E;
+    if !matches!(
+        error,
+        E::PartitionEOF(_) | E::Global(RDKafkaErrorCode::PartitionEOF)
+    ) {
+        tracing::error!(error = %error, reason, "librdkafka error");
+    }
+}
+
+impl ConsumerContext for RebalanceLog {
+    fn post_rebalance(&self, _c: &BaseConsumer<Self>, r: &Rebalance<'_>) {
+        let parts = |tpl: &rdkafka::TopicPartitionList| -> Vec<u32> {
+            tpl.elements()
+                .iter()
+                .filter(|e| e.topic() == self.topic)
+                .map(|e| e.partition() as u32)
+                .collect()
+        };
+        let ev = match r {
+            Rebalance::Assign(tpl) => RebalanceEvent::Assigned(parts(tpl)),
+            Rebalance::Revoke(tpl) => RebalanceEvent::Revoked(parts(tpl)),
+            Rebalance::Error(e) => {
+                tracing::warn!(error = %e, "rebalance error");
+                return;
+            }
+        };
+        tracing::info!(event = ?ev, "rebalance");
+        if let Ok(mut e) = self.events.lock() {
+            e.push(ev);
+        }
+    }
+}
+
+/// Creates the topics that do not exist yet: (name, partitions).
+pub fn ensure_topics(k: &KafkaConfig, topics: &[(&str, i32)]) -> Result<(), KafkaError> {
+    let admin: AdminClient<DefaultClientContext> = base(k, &k.producer, &[]).create()?;
+    let new: Vec<NewTopic<'_>> = topics
+        .iter()
+        .map(|(n, p)| NewTopic::new(n, *p, TopicReplication::Fixed(k.replication_factor)))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| KafkaError::Config(e.to_string()))?;
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
+    let results = rt.block_on(admin.create_topics(new.iter(), &opts))?;
+    for r in results {
+        if let Err((topic, code)) = r {
+            if code != RDKafkaErrorCode::TopicAlreadyExists {
+                return Err(KafkaError::Admin {
+                    topic,
+                    message: code.to_string(),
+                });
+            }
+        }
+    }
+    Ok(())
+}

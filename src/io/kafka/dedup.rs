@@ -1,0 +1,596 @@
+//! Stage `dedup`: decides the routed posts of the partitions this worker owns, against a
+//! replicated index.
+//!
+//! Every worker applies every index entry, whichever partition decided it, from the changelog
+//! topic. Decisions stay partitioned. A post is compared only with entries whose order key
+//! `(partition watermark, partition, offset)` is smaller than its own. Before deciding a post, the
+//! worker waits until every other partition is known to have decided everything ordered before
+//! it. It learns this from progress markers on the changelog, or from local state for the
+//! partitions it owns. A verdict therefore depends only on the routed topic's contents, not on
+//! which worker owned which partition, when it ran, or how often it restarted. One exception: a
+//! partition that fell idle (caught up for `idle_after_ms`) stops holding others back, so records
+//! arriving on it later may be decided in another order than in a replay.
+//!
+//! Delivery: an input offset is stored only after its outputs and index entries are acknowledged
+//! and a progress marker covering it is on the changelog. Replays re-emit identical verdicts.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
+use rdkafka::producer::{Producer, ThreadedProducer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::acks::Acks;
+use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
+use super::route::{send, settle, Out};
+use super::wire::{
+    decode_changelog, decode_routed, encode_changelog, ChangelogRecord, Marker, RoutedPost,
+};
+use super::{KafkaConfig, KafkaError};
+use crate::app::config::Config;
+use crate::engine::{Engine, Position, Verdict};
+use crate::index::OrderKey;
+use crate::io::records;
+use crate::types::{RejectReason, Rejection};
+
+/// Counters of a dedup worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DedupStats {
+    /// Routed records decided.
+    pub records: u64,
+    /// Unique posts emitted.
+    pub unique: u64,
+    /// Duplicate events emitted.
+    pub duplicates: u64,
+    /// Rejected records emitted.
+    pub rejected: u64,
+    /// Changelog entries applied from the topic (including this worker's own, echoed).
+    pub applied: u64,
+}
+
+/// What is known about where a partition's next undecided record lies in the global order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Bound {
+    /// Every record still to come has a larger key.
+    Key(OrderKey),
+    /// The partition is idle: it holds nobody back.
+    Idle,
+    /// Nothing known yet.
+    Unknown,
+}
+
+impl Bound {
+    fn allows(self, k: &OrderKey) -> bool {
+        match self {
+            Bound::Key(b) => b > *k,
+            Bound::Idle => true,
+            Bound::Unknown => false,
+        }
+    }
+}
+
+/// A partition this worker owns.
+struct Owned {
+    buf: VecDeque<(u64, Result<RoutedPost, String>)>,
+    started: bool,
+    next_offset: u64,
+    eof_since: Option<Instant>,
+    last: Option<(u64, i64)>,
+    sent: Option<(Bound, Option<(u64, i64)>)>,
+    sent_at: Instant,
+    acked_markers: VecDeque<u64>,
+    stored: Option<u64>,
+}
+
+impl Owned {
+    fn new() -> Owned {
+        Owned {
+            buf: VecDeque::new(),
+            started: false,
+            next_offset: 0,
+            eof_since: None,
+            last: None,
+            sent: None,
+            sent_at: Instant::now(),
+            acked_markers: VecDeque::new(),
+            stored: None,
+        }
+    }
+}
+
+/// The worker's state besides the Kafka clients.
+struct Worker<'a> {
+    k: &'a KafkaConfig,
+    cfg: &'a Config,
+    partitions: u32,
+    engine: Engine,
+    owned: BTreeMap<u32, Owned>,
+    progress: BTreeMap<u32, (Bound, Option<(u64, i64)>)>,
+    history: BTreeMap<u32, BTreeMap<u64, i64>>,
+    acks: Acks,
+    stats: DedupStats,
+    rec: Vec<u8>,
+}
+
+struct Clients {
+    consumer: BaseConsumer<RebalanceLog>,
+    reader: BaseConsumer<client::QuietContext>,
+    producer: ThreadedProducer<AckContext>,
+    deliveries: Receiver<Delivery>,
+}
+
+/// Runs a dedup worker until `stop` is set.
+pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStats, KafkaError> {
+    let consumer: BaseConsumer<RebalanceLog> =
+        client::consumer_config(k, &format!("{}.dedup", k.group_id))
+            .create_with_context(RebalanceLog::new(&k.routed_topic))?;
+    let reader: BaseConsumer<client::QuietContext> =
+        client::reader_config(k).create_with_context(client::QuietContext)?;
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(&k.changelog_topic, 0, Offset::Beginning)?;
+    reader.assign(&tpl)?;
+    let (producer, deliveries) = client::producer(k)?;
+    let c = Clients {
+        consumer,
+        reader,
+        producer,
+        deliveries,
+    };
+    let engine = Engine::new(&cfg.engine()).map_err(|e| KafkaError::Config(e.to_string()))?;
+    let mut w = Worker {
+        k,
+        cfg,
+        partitions: k.routed_partitions,
+        engine,
+        owned: BTreeMap::new(),
+        progress: BTreeMap::new(),
+        history: BTreeMap::new(),
+        acks: Acks::default(),
+        stats: DedupStats::default(),
+        rec: Vec::with_capacity(1024),
+    };
+    // The replicated index first: nothing is decided before the changelog is caught up.
+    let t = Instant::now();
+    while !stop.load(Ordering::Relaxed)
+        && !w.read_changelog(&c.reader, Duration::from_millis(200), true)
+    {}
+    tracing::info!(
+        entries = w.engine.index().len(),
+        secs = t.elapsed().as_secs_f64(),
+        "replicated index caught up"
+    );
+    c.consumer.subscribe(&[&k.routed_topic])?;
+    while !stop.load(Ordering::Relaxed) {
+        w.settle(&c)?;
+        w.rebalance(&c)?;
+        w.read_changelog(&c.reader, Duration::ZERO, false);
+        let busy = w.poll_routed(&c)?;
+        let decided = w.decide_ready(&c)?;
+        w.publish_markers(&c, decided == 0)?;
+        w.store_offsets(&c)?;
+        if !busy && decided == 0 {
+            // Nothing to do until the changelog moves: wait on it briefly instead of spinning.
+            w.read_changelog(&c.reader, Duration::from_millis(5), false);
+        }
+    }
+    w.shutdown(&c)?;
+    Ok(w.stats)
+}
+
+impl<'a> Worker<'a> {
+    /// Applies changelog records; returns true when the reader reached the end of the log.
+    fn read_changelog(
+        &mut self,
+        reader: &BaseConsumer<client::QuietContext>,
+        first_wait: Duration,
+        until_eof: bool,
+    ) -> bool {
+        let mut wait = first_wait;
+        for _ in 0..10_000 {
+            let Some(m) = reader.poll(wait) else {
+                return false;
+            };
+            wait = Duration::ZERO;
+            let m = match m {
+                Ok(m) => m,
+                Err(RdError::PartitionEOF(_)) => return true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "changelog read error");
+                    return false;
+                }
+            };
+            match decode_changelog(m.payload().unwrap_or_default()) {
+                Ok(ChangelogRecord::Entry { gen, entry }) => {
+                    self.stats.applied += 1;
+                    self.engine.apply(gen, entry);
+                }
+                Ok(ChangelogRecord::Marker(mk)) => self.note_marker(mk),
+                Err(e) => {
+                    tracing::warn!(error = %e, offset = m.offset(), "skipping malformed changelog record")
+                }
+            }
+        }
+        !until_eof
+    }
+
+    fn note_marker(&mut self, m: Marker) {
+        let bound = if m.idle {
+            Bound::Idle
+        } else {
+            Bound::Key(m.lower_bound)
+        };
+        self.progress.insert(m.partition, (bound, m.last));
+        if let Some((offset, tau)) = m.last {
+            let h = self.history.entry(m.partition).or_default();
+            h.insert(offset, tau);
+            while h.len() > 4096 {
+                h.pop_first();
+            }
+        }
+    }
+
+    fn rebalance(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        for ev in c.consumer.context().drain() {
+            match ev {
+                RebalanceEvent::Assigned(ps) => {
+                    for p in ps {
+                        self.owned.insert(p, Owned::new());
+                    }
+                }
+                RebalanceEvent::Revoked(ps) => {
+                    for p in ps {
+                        self.owned.remove(&p);
+                        self.acks.remove(p);
+                        self.engine.set_watermark(p, None);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Buffers routed records; returns whether anything arrived.
+    fn poll_routed(&mut self, c: &Clients) -> Result<bool, KafkaError> {
+        let mut any = false;
+        let wait = if self.owned.values().any(|o| !o.buf.is_empty()) {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(5)
+        };
+        let mut wait = wait;
+        for _ in 0..2_000 {
+            let Some(m) = c.consumer.poll(wait) else {
+                break;
+            };
+            wait = Duration::ZERO;
+            let m = match m {
+                Ok(m) => m,
+                Err(RdError::PartitionEOF(p)) => {
+                    if let Some(o) = self.owned.get_mut(&(p as u32)) {
+                        o.eof_since.get_or_insert_with(Instant::now);
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "routed consumer error");
+                    continue;
+                }
+            };
+            any = true;
+            let (p, offset) = (m.partition() as u32, m.offset() as u64);
+            let owned = self.owned.entry(p).or_insert_with(Owned::new);
+            if !owned.started {
+                owned.started = true;
+                // Resume with the watermark the previous owner had just before this offset.
+                let tau = self
+                    .history
+                    .get(&p)
+                    .and_then(|h| h.range(..offset).next_back())
+                    .map(|(o, t)| {
+                        if *o + 1 != offset {
+                            tracing::warn!(
+                                partition = p,
+                                offset,
+                                marker = *o,
+                                "no progress marker right before the resume offset"
+                            );
+                        }
+                        *t
+                    });
+                self.engine
+                    .set_watermark(p, if offset == 0 { None } else { tau });
+                owned.next_offset = offset;
+            }
+            owned.eof_since = None;
+            let post = decode_routed(m.payload().unwrap_or_default()).map_err(|e| e.to_string());
+            owned.buf.push_back((offset, post));
+            if owned.buf.len() > 50_000 {
+                break;
+            }
+        }
+        Ok(any)
+    }
+
+    /// The order key the head record of `p` will get (mirrors `Engine::decide`).
+    fn head_key(&self, p: u32) -> Option<OrderKey> {
+        let o = self.owned.get(&p)?;
+        let (offset, post) = o.buf.front()?;
+        let wm = self.engine.watermarks().get(&p).copied();
+        let t = post
+            .as_ref()
+            .ok()
+            .and_then(|r| r.created_at)
+            .map(|t| t.0)
+            .or(wm)
+            .unwrap_or(0);
+        Some(OrderKey {
+            tau: wm.map_or(t, |w| w.max(t)),
+            partition: p,
+            seq: *offset,
+        })
+    }
+
+    fn bound(&self, q: u32) -> Bound {
+        let Some(o) = self.owned.get(&q) else {
+            return self.progress.get(&q).map_or(Bound::Unknown, |(b, _)| *b);
+        };
+        if let Some(k) = self.head_key(q) {
+            return Bound::Key(k);
+        }
+        let idle_after = Duration::from_millis(self.k.idle_after_ms);
+        if o.eof_since.is_some_and(|t| t.elapsed() >= idle_after) {
+            return Bound::Idle;
+        }
+        if !o.started {
+            return Bound::Unknown;
+        }
+        // Watermarks never fall, so the next record's key is at least this.
+        let tau = self
+            .engine
+            .watermarks()
+            .get(&q)
+            .copied()
+            .unwrap_or(i64::MIN);
+        Bound::Key(OrderKey {
+            tau,
+            partition: q,
+            seq: o.next_offset,
+        })
+    }
+
+    /// Decides every record that is next in the global order; returns how many.
+    fn decide_ready(&mut self, c: &Clients) -> Result<usize, KafkaError> {
+        let mut n = 0;
+        loop {
+            let Some((p, key)) = self
+                .owned
+                .keys()
+                .filter_map(|p| self.head_key(*p).map(|k| (*p, k)))
+                .min_by_key(|(_, k)| *k)
+            else {
+                return Ok(n);
+            };
+            if !(0..self.partitions)
+                .filter(|q| *q != p)
+                .all(|q| self.bound(q).allows(&key))
+            {
+                return Ok(n);
+            }
+            self.decide_one(c, p)?;
+            n += 1;
+            if n.is_multiple_of(1024) {
+                self.settle(c)?;
+            }
+        }
+    }
+
+    fn decide_one(&mut self, c: &Clients, p: u32) -> Result<(), KafkaError> {
+        let Some((offset, post)) = self.owned.get_mut(&p).and_then(|o| o.buf.pop_front()) else {
+            return Ok(());
+        };
+        self.stats.records += 1;
+        self.rec.clear();
+        let (topic, key) = match post {
+            Err(detail) => {
+                let r = Rejection::new(
+                    RejectReason::InvalidJson,
+                    format!("malformed routed record: {detail}"),
+                );
+                records::rejected_record(&mut self.rec, &r, None, offset + 1, b"");
+                self.stats.rejected += 1;
+                (self.k.rejected_topic.as_str(), Vec::new())
+            }
+            Ok(post) => self.verdict(p, offset, &post),
+        };
+        let k = self.k;
+        let changes = self.engine.take_changes();
+        self.acks.register(p, offset, 1 + changes.len() as u32);
+        let tag = Tag::Record {
+            partition: p,
+            offset,
+        };
+        send(
+            &c.producer,
+            &c.deliveries,
+            &mut self.acks,
+            Out {
+                topic,
+                partition: None,
+                key: &key,
+                payload: &self.rec,
+                tag,
+            },
+        )?;
+        for (gen, entry) in changes {
+            let value = encode_changelog(&ChangelogRecord::Entry { gen, entry });
+            let out = Out {
+                topic: &k.changelog_topic,
+                partition: Some(0),
+                key: &[],
+                payload: &value,
+                tag,
+            };
+            send(&c.producer, &c.deliveries, &mut self.acks, out)?;
+        }
+        let tau = self.engine.watermarks().get(&p).copied().unwrap_or(0);
+        if let Some(o) = self.owned.get_mut(&p) {
+            o.last = Some((offset, tau));
+            o.next_offset = offset + 1;
+        }
+        Ok(())
+    }
+
+    /// Decides one post and formats its output; returns (topic, record key).
+    fn verdict(&mut self, p: u32, offset: u64, post: &RoutedPost) -> (&'a str, Vec<u8>) {
+        let at = Position {
+            partition: p,
+            seq: offset,
+        };
+        let out = &self.cfg.output;
+        let key = post.id.0.as_bytes().to_vec();
+        match self
+            .engine
+            .decide(at, &post.id, post.created_at, &post.analyzed)
+        {
+            Verdict::Unique { empty, .. } => {
+                records::unique_record(
+                    &mut self.rec,
+                    &post.raw,
+                    Some(&post.analyzed),
+                    empty,
+                    out.enrich,
+                    &out.enrich_key,
+                );
+                self.stats.unique += 1;
+                (self.k.unique_topic.as_str(), key)
+            }
+            Verdict::Duplicate(d) => {
+                records::duplicate_record(&mut self.rec, &post.id, post.created_at, &d);
+                self.stats.duplicates += 1;
+                (self.k.duplicates_topic.as_str(), key)
+            }
+            Verdict::Rejected(r) => {
+                records::rejected_record(&mut self.rec, &r, Some(&post.id), offset + 1, &post.raw);
+                self.stats.rejected += 1;
+                (self.k.rejected_topic.as_str(), key)
+            }
+        }
+    }
+
+    /// Publishes a progress marker for each owned partition whose bound changed, at most every
+    /// `marker_interval_ms` (immediately when this worker is waiting).
+    fn publish_markers(&mut self, c: &Clients, waiting: bool) -> Result<(), KafkaError> {
+        let interval = Duration::from_millis(self.k.marker_interval_ms);
+        let parts: Vec<u32> = self.owned.keys().copied().collect();
+        for p in parts {
+            let bound = self.bound(p);
+            let Some(o) = self.owned.get(&p) else {
+                continue;
+            };
+            let state = (bound, o.last);
+            if o.sent == Some(state)
+                || (!waiting && o.sent_at.elapsed() < interval)
+                || bound == Bound::Unknown
+            {
+                continue;
+            }
+            let (lower_bound, idle) = match bound {
+                Bound::Key(k) => (k, false),
+                _ => (OrderKey::default(), true),
+            };
+            let m = Marker {
+                partition: p,
+                lower_bound,
+                idle,
+                last: o.last,
+            };
+            let value = encode_changelog(&ChangelogRecord::Marker(m));
+            let tag = Tag::Marker {
+                partition: p,
+                last_offset: o.last.map(|(off, _)| off),
+            };
+            let out = Out {
+                topic: &self.k.changelog_topic,
+                partition: Some(0),
+                key: &[],
+                payload: &value,
+                tag,
+            };
+            send(&c.producer, &c.deliveries, &mut self.acks, out)?;
+            if let Some(o) = self.owned.get_mut(&p) {
+                o.sent = Some(state);
+                o.sent_at = Instant::now();
+            }
+        }
+        Ok(())
+    }
+
+    fn settle(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let owned = &mut self.owned;
+        settle(&c.deliveries, &mut self.acks, &mut |p, last| {
+            if let (Some(o), Some(last)) = (owned.get_mut(&p), last) {
+                o.acked_markers.push_back(last);
+            }
+        })
+    }
+
+    /// Stores, per partition, the offset after the newest acknowledged marker whose records are
+    /// all acknowledged: a worker taking over there finds that marker's watermark.
+    fn store_offsets(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        for (p, o) in self.owned.iter_mut() {
+            let Some(done) = self.acks.done_through(*p) else {
+                continue;
+            };
+            let mut best = None;
+            while o.acked_markers.front().is_some_and(|m| *m <= done) {
+                best = o.acked_markers.pop_front();
+            }
+            if let Some(m) = best.filter(|m| o.stored.is_none_or(|s| s < *m)) {
+                match c
+                    .consumer
+                    .store_offset(&self.k.routed_topic, *p as i32, m as i64 + 1)
+                {
+                    Ok(()) => o.stored = Some(m),
+                    // Revoked while the report was in flight: the next owner re-decides from its commit.
+                    Err(e) => tracing::debug!(partition = p, error = %e, "offset not stored"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop deciding, publish final markers, wait for outstanding deliveries, store and commit.
+    fn shutdown(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let deadline = Instant::now() + Duration::from_millis(self.k.shutdown_timeout_ms);
+        self.publish_markers(c, true)?;
+        c.producer
+            .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
+        while Instant::now() < deadline {
+            self.settle(c)?;
+            self.store_offsets(c)?;
+            if self.acks.in_flight() == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.settle(c)?;
+        self.store_offsets(c)?;
+        c.consumer
+            .commit_consumer_state(CommitMode::Sync)
+            .or_else(|e| match e {
+                RdError::ConsumerCommit(RDKafkaErrorCode::NoOffset) => Ok(()),
+                other => Err(other),
+            })?;
+        tracing::info!(
+            records = self.stats.records,
+            unique = self.stats.unique,
+            duplicates = self.stats.duplicates,
+            "dedup worker stopped"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,109 @@
+//! The Kafka topology. Stage `route` (stateless) decodes, normalizes, segments and fingerprints
+//! raw posts and produces them to a keyed internal topic, on the partition named by the
+//! fingerprint's dominant block. Stage `dedup` (stateful) decides the posts of the partitions it
+//! owns against a replicated index: every worker applies every partition's index entries from a
+//! changelog topic, and decides its own posts in a global order so that verdicts do not depend on
+//! which worker owns what, or when.
+
+pub mod acks;
+pub mod client;
+pub mod dedup;
+pub mod route;
+pub mod tools;
+pub mod wire;
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Deploy-time Kafka settings (the `[kafka]` config section; each also a flag and a
+/// `SIMDEDUP_*` variable).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KafkaConfig {
+    /// Bootstrap servers, comma-separated `host:port`.
+    pub brokers: String,
+    /// Consumer group prefix: stages join `<group_id>.route` and `<group_id>.dedup`.
+    pub group_id: String,
+    /// Topic of raw posts (JSON).
+    pub input_topic: String,
+    /// Internal keyed topic between the stages.
+    pub routed_topic: String,
+    /// Partitions of the routed topic (created if missing); the unit of dedup parallelism.
+    pub routed_partitions: u32,
+    /// Unique posts (the original JSON).
+    pub unique_topic: String,
+    /// Duplicate-cluster events.
+    pub duplicates_topic: String,
+    /// Rejected records.
+    pub rejected_topic: String,
+    /// Replicated index changelog (one partition; keep at least the window).
+    pub changelog_topic: String,
+    /// Partitions of the output topics when they are created.
+    pub output_partitions: u32,
+    /// Replication factor of created topics.
+    pub replication_factor: i32,
+    /// A caught-up partition with no new record for this long stops holding other partitions
+    /// back (its owner declares it idle).
+    pub idle_after_ms: u64,
+    /// How often a dedup worker publishes progress markers for its partitions.
+    pub marker_interval_ms: u64,
+    /// Shutdown deadline: finish, flush and commit within this time after the first signal.
+    pub shutdown_timeout_ms: u64,
+    /// Extra librdkafka consumer settings (SASL/SSL and tuning). Keys that would break delivery
+    /// semantics are pinned and overridden with a warning.
+    pub consumer: BTreeMap<String, String>,
+    /// Extra librdkafka producer settings.
+    pub producer: BTreeMap<String, String>,
+}
+
+impl Default for KafkaConfig {
+    fn default() -> Self {
+        KafkaConfig {
+            brokers: "127.0.0.1:9092".into(),
+            group_id: "simdedup".into(),
+            input_topic: "posts".into(),
+            routed_topic: "simdedup.routed".into(),
+            routed_partitions: 8,
+            unique_topic: "posts.unique".into(),
+            duplicates_topic: "posts.duplicates".into(),
+            rejected_topic: "posts.rejected".into(),
+            changelog_topic: "simdedup.changelog".into(),
+            output_partitions: 8,
+            replication_factor: 1,
+            idle_after_ms: 2_000,
+            marker_interval_ms: 50,
+            shutdown_timeout_ms: 30_000,
+            consumer: BTreeMap::new(),
+            producer: BTreeMap::new(),
+        }
+    }
+}
+
+/// Kafka-side failures. All are fatal for the worker: offsets already stored cover only fully
+/// delivered outputs, so a restart resumes without loss.
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaError {
+    /// librdkafka reported an error.
+    #[error("kafka: {0}")]
+    Client(#[from] rdkafka::error::KafkaError),
+    /// An output could not be delivered.
+    #[error("delivery to {topic} failed: {message}")]
+    Delivery {
+        /// Topic.
+        topic: String,
+        /// librdkafka's message.
+        message: String,
+    },
+    /// Topic creation failed.
+    #[error("cannot create topic {topic}: {message}")]
+    Admin {
+        /// Topic.
+        topic: String,
+        /// Broker's message.
+        message: String,
+    },
+    /// Bad configuration.
+    #[error("{0}")]
+    Config(String),
+}

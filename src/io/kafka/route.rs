@@ -1,0 +1,321 @@
+//! Stage `route`: raw posts in, routed posts out. Stateless: decode, normalize, segment,
+//! fingerprint, pick the partition by the dominant block. Bad input goes straight to the
+//! rejected topic. An input offset is stored only after its output is acknowledged, and after all
+//! earlier offsets of its partition.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::Message;
+
+use super::acks::Acks;
+use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
+use super::wire::encode_routed;
+use super::{KafkaConfig, KafkaError};
+use crate::app::config::Config;
+use crate::engine::{Analyzed, Analyzer};
+use crate::input::Decoder;
+use crate::io::process::{future_time, now_secs};
+use crate::io::records::rejected_record;
+use crate::routing::Router;
+use crate::text::tokenize::Tokenizer;
+
+/// Counters of a route worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RouteStats {
+    /// Records consumed.
+    pub records: u64,
+    /// Routed posts produced.
+    pub routed: u64,
+    /// Rejected records produced.
+    pub rejected: u64,
+}
+
+/// A raw record waiting for its turn in event-time order.
+struct Pending {
+    offset: u64,
+    time: i64,
+    post: Result<crate::input::Decoded, crate::types::Rejection>,
+    line: Vec<u8>,
+}
+
+/// Per raw partition: buffered records and whether the consumer is caught up.
+#[derive(Default)]
+struct RawPartition {
+    buf: std::collections::VecDeque<Pending>,
+    at_eof: bool,
+}
+
+/// Runs a route worker until `stop` is set. Records of the raw partitions this worker owns are
+/// merged by event time before they are routed, so each routed partition receives posts in time
+/// order even when a backlog is consumed partition by partition.
+pub fn run(
+    k: &KafkaConfig,
+    cfg: &Config,
+    tokenizer: &Tokenizer,
+    stop: &AtomicBool,
+) -> Result<RouteStats, KafkaError> {
+    let consumer: BaseConsumer<RebalanceLog> =
+        client::consumer_config(k, &format!("{}.route", k.group_id))
+            .create_with_context(RebalanceLog::new(&k.input_topic))?;
+    consumer.subscribe(&[&k.input_topic])?;
+    let (producer, deliveries) = client::producer(k)?;
+    let mut r = PostRouter {
+        router: Router::new(k.routed_partitions, cfg.routing.clone()),
+        analyzer: Analyzer::new(tokenizer),
+        a: Analyzed::default(),
+        rec: Vec::with_capacity(1024),
+    };
+    let decoder = Decoder::new(&cfg.input);
+    let mut acks = Acks::default();
+    let mut stored: std::collections::BTreeMap<u32, u64> = Default::default();
+    let mut stats = RouteStats::default();
+    let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
+    let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
+    let mut last_time = i64::MIN;
+    while !stop.load(Ordering::Relaxed) {
+        settle(&deliveries, &mut acks, &mut |_, _| {})?;
+        store_offsets(&consumer, &k.input_topic, &acks, &mut stored)?;
+        for ev in consumer.context().drain() {
+            match ev {
+                RebalanceEvent::Assigned(ps) => ps.iter().for_each(|p| {
+                    parts.entry(*p).or_default();
+                }),
+                RebalanceEvent::Revoked(ps) => ps.iter().for_each(|p| {
+                    acks.remove(*p);
+                    parts.remove(p);
+                }),
+            }
+        }
+        let wait = if parts.values().any(|p| !p.buf.is_empty()) {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(50)
+        };
+        let mut wait = wait;
+        for _ in 0..4096 {
+            let Some(msg) = consumer.poll(wait) else {
+                break;
+            };
+            wait = Duration::ZERO;
+            let msg = match msg {
+                Ok(m) => m,
+                Err(RdError::PartitionEOF(p)) => {
+                    parts.entry(p as u32).or_default().at_eof = true;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "consumer error");
+                    continue;
+                }
+            };
+            let line = msg.payload().unwrap_or_default().to_vec();
+            let post = decoder.decode(&line).and_then(|post| {
+                match future_time(post.created_at, now, max_future) {
+                    Some(r) => Err(r),
+                    None => Ok(post),
+                }
+            });
+            // Records without a usable time go out in arrival order.
+            let time = post
+                .as_ref()
+                .ok()
+                .and_then(|p| p.created_at)
+                .map_or(last_time, |t| t.0);
+            let part = parts.entry(msg.partition() as u32).or_default();
+            part.at_eof = false;
+            part.buf.push_back(Pending {
+                offset: msg.offset() as u64,
+                time,
+                post,
+                line,
+            });
+        }
+        // Emit while the earliest buffered record cannot be overtaken: every partition has a
+        // buffered record or is caught up.
+        while parts.values().all(|p| !p.buf.is_empty() || p.at_eof) {
+            let Some((&p, _)) = parts
+                .iter()
+                .filter(|(_, x)| !x.buf.is_empty())
+                .min_by_key(|(p, x)| (x.buf.front().map(|h| h.time), **p))
+            else {
+                break;
+            };
+            let Some(rec) = parts.get_mut(&p).and_then(|x| x.buf.pop_front()) else {
+                break;
+            };
+            last_time = last_time.max(rec.time);
+            stats.records += 1;
+            let (topic, partition, key) = match &rec.post {
+                Err(rj) => {
+                    r.rec.clear();
+                    rejected_record(&mut r.rec, rj, None, rec.offset + 1, &rec.line);
+                    stats.rejected += 1;
+                    (k.rejected_topic.as_str(), None, Vec::new())
+                }
+                Ok(post) => {
+                    let partition = r.encode(post, &rec.line);
+                    stats.routed += 1;
+                    (
+                        k.routed_topic.as_str(),
+                        Some(partition),
+                        post.id.0.as_bytes().to_vec(),
+                    )
+                }
+            };
+            acks.register(p, rec.offset, 1);
+            let tag = Tag::Record {
+                partition: p,
+                offset: rec.offset,
+            };
+            send(
+                &producer,
+                &deliveries,
+                &mut acks,
+                Out {
+                    topic,
+                    partition,
+                    key: &key,
+                    payload: &r.rec,
+                    tag,
+                },
+            )?;
+        }
+    }
+    shutdown(k, &consumer, &producer, &deliveries, &mut acks, &mut stored)?;
+    Ok(stats)
+}
+
+/// Analysis and routing of one post into `rec`.
+struct PostRouter<'t> {
+    router: Router,
+    analyzer: Analyzer<'t>,
+    a: Analyzed,
+    rec: Vec<u8>,
+}
+
+impl PostRouter<'_> {
+    /// Analyzes and encodes `post`; returns its routed partition.
+    fn encode(&mut self, post: &crate::input::Decoded, line: &[u8]) -> i32 {
+        self.analyzer.analyze(&post.text, &mut self.a);
+        let weight: f32 = self.a.tokens.iter().map(|t| t.weight).sum();
+        let partition = self
+            .a
+            .simhash
+            .as_ref()
+            .map_or(0, |sh| self.router.route(sh, weight).primary);
+        self.rec = encode_routed(&post.id, post.created_at, &self.a, line);
+        partition as i32
+    }
+}
+
+/// One record to produce.
+pub(crate) struct Out<'a> {
+    pub topic: &'a str,
+    pub partition: Option<i32>,
+    pub key: &'a [u8],
+    pub payload: &'a [u8],
+    pub tag: Tag,
+}
+
+/// Sends one record, settling delivery reports while the local queue is full.
+pub(crate) fn send(
+    producer: &ThreadedProducer<AckContext>,
+    deliveries: &Receiver<Delivery>,
+    acks: &mut Acks,
+    out: Out<'_>,
+) -> Result<(), KafkaError> {
+    loop {
+        let mut r = BaseRecord::with_opaque_to(out.topic, Box::new(out.tag))
+            .payload(out.payload)
+            .key(out.key);
+        if let Some(p) = out.partition {
+            r = r.partition(p);
+        }
+        match producer.send(r) {
+            Ok(()) => return Ok(()),
+            Err((RdError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                std::thread::sleep(Duration::from_millis(2));
+                settle(deliveries, acks, &mut |_, _| {})?;
+            }
+            Err((e, _)) => return Err(e.into()),
+        }
+    }
+}
+
+/// Applies delivery reports: outputs credit `acks`, markers go to `on_marker`. A failed delivery
+/// is fatal: its offset is never stored, so a restart re-processes it.
+pub(crate) fn settle(
+    deliveries: &Receiver<Delivery>,
+    acks: &mut Acks,
+    on_marker: &mut dyn FnMut(u32, Option<u64>),
+) -> Result<(), KafkaError> {
+    while let Ok(d) = deliveries.try_recv() {
+        if let Err(message) = d.result {
+            return Err(KafkaError::Delivery {
+                topic: d.topic,
+                message,
+            });
+        }
+        match d.tag {
+            Tag::Record { partition, offset } => acks.ack(partition, offset),
+            Tag::Marker {
+                partition,
+                last_offset,
+            } => on_marker(partition, last_offset),
+        }
+    }
+    Ok(())
+}
+
+fn store_offsets(
+    consumer: &BaseConsumer<RebalanceLog>,
+    topic: &str,
+    acks: &Acks,
+    stored: &mut std::collections::BTreeMap<u32, u64>,
+) -> Result<(), KafkaError> {
+    let parts: Vec<u32> = consumer
+        .assignment()?
+        .elements()
+        .iter()
+        .map(|e| e.partition() as u32)
+        .collect();
+    for p in parts {
+        if let Some(done) = acks.done_through(p) {
+            if stored.get(&p) != Some(&done) {
+                consumer.store_offset(topic, p as i32, done as i64 + 1)?;
+                stored.insert(p, done);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stop receiving, wait for outstanding deliveries (bounded), store and commit offsets.
+fn shutdown(
+    k: &KafkaConfig,
+    consumer: &BaseConsumer<RebalanceLog>,
+    producer: &ThreadedProducer<AckContext>,
+    deliveries: &Receiver<Delivery>,
+    acks: &mut Acks,
+    stored: &mut std::collections::BTreeMap<u32, u64>,
+) -> Result<(), KafkaError> {
+    let deadline = Instant::now() + Duration::from_millis(k.shutdown_timeout_ms);
+    producer.flush(Duration::from_millis(k.shutdown_timeout_ms))?;
+    while acks.in_flight() > 0 && Instant::now() < deadline {
+        settle(deliveries, acks, &mut |_, _| {})?;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    store_offsets(consumer, &k.input_topic, acks, stored)?;
+    consumer
+        .commit_consumer_state(rdkafka::consumer::CommitMode::Sync)
+        .or_else(|e| match e {
+            RdError::ConsumerCommit(RDKafkaErrorCode::NoOffset) => Ok(()),
+            other => Err(other),
+        })?;
+    Ok(())
+}

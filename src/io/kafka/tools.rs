@@ -1,0 +1,111 @@
+//! Moving JSON lines between files and topics: `simdedup produce` feeds a raw topic from a file,
+//! `simdedup export` writes a topic's records to a file (used by tests, benchmarks and the demo;
+//! Debian's kcat cannot talk to every broker librdkafka can).
+
+use std::io::{BufRead, Write};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::client::{self, AckContext, Tag};
+use super::{KafkaConfig, KafkaError};
+
+/// Produces every line of `input` (`-` for stdin) to `topic`, spread over its partitions by line
+/// number; returns the number of records, all acknowledged.
+pub fn produce(k: &KafkaConfig, topic: &str, input: &str) -> Result<u64, KafkaError> {
+    let (producer, deliveries) = client::producer(k)?;
+    let reader: Box<dyn BufRead> = if input == "-" {
+        Box::new(std::io::BufReader::new(std::io::stdin()))
+    } else {
+        let f = std::fs::File::open(input)
+            .map_err(|e| KafkaError::Config(format!("cannot open {input}: {e}")))?;
+        Box::new(std::io::BufReader::with_capacity(1 << 20, f))
+    };
+    let mut n = 0u64;
+    for line in reader.split(b'\n') {
+        let line = line.map_err(|e| KafkaError::Config(format!("cannot read {input}: {e}")))?;
+        let key = n.to_string();
+        send_retrying(&producer, topic, key.as_bytes(), &line)?;
+        n += 1;
+    }
+    producer.flush(Duration::from_secs(60))?;
+    let mut acked = 0u64;
+    while acked < n {
+        let d = deliveries
+            .recv_timeout(Duration::from_secs(60))
+            .map_err(|_| KafkaError::Config("delivery reports stopped".into()))?;
+        d.result.map_err(|message| KafkaError::Delivery {
+            topic: d.topic.clone(),
+            message,
+        })?;
+        acked += 1;
+    }
+    Ok(n)
+}
+
+fn send_retrying(
+    p: &ThreadedProducer<AckContext>,
+    topic: &str,
+    key: &[u8],
+    payload: &[u8],
+) -> Result<(), KafkaError> {
+    let tag = Box::new(Tag::Record {
+        partition: 0,
+        offset: 0,
+    });
+    let mut rec = BaseRecord::with_opaque_to(topic, tag)
+        .key(key)
+        .payload(payload);
+    loop {
+        match p.send(rec) {
+            Ok(()) => return Ok(()),
+            Err((RdError::MessageProduction(rdkafka::types::RDKafkaErrorCode::QueueFull), r)) => {
+                rec = r;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            Err((e, _)) => return Err(e.into()),
+        }
+    }
+}
+
+/// Writes every record of `topic` (all partitions, from the beginning) to `out`, one per line,
+/// until no record arrived for `idle`; returns the count.
+pub fn export(
+    k: &KafkaConfig,
+    topic: &str,
+    out: &mut dyn Write,
+    idle: Duration,
+) -> Result<u64, KafkaError> {
+    let consumer: BaseConsumer<client::QuietContext> =
+        client::reader_config(k).create_with_context(client::QuietContext)?;
+    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    let parts = md
+        .topics()
+        .first()
+        .map(|t| t.partitions().len())
+        .unwrap_or(0);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..parts {
+        tpl.add_partition_offset(topic, p as i32, Offset::Beginning)?;
+    }
+    consumer.assign(&tpl)?;
+    let mut n = 0u64;
+    let mut last = Instant::now();
+    while last.elapsed() < idle {
+        match consumer.poll(Duration::from_millis(100)) {
+            Some(Ok(m)) => {
+                out.write_all(m.payload().unwrap_or_default())
+                    .and_then(|_| out.write_all(b"\n"))
+                    .map_err(|e| KafkaError::Config(e.to_string()))?;
+                n += 1;
+                last = Instant::now();
+            }
+            Some(Err(RdError::PartitionEOF(_))) | None => {}
+            Some(Err(e)) => return Err(e.into()),
+        }
+    }
+    Ok(n)
+}

@@ -1,0 +1,290 @@
+//! Binary record formats of the two internal topics: the routed topic (a post plus everything the
+//! dedup stage needs, so it never segments again) and the changelog (replicated index entries and
+//! partition progress markers). Pure encode/decode, versioned by a magic prefix.
+
+use crate::engine::Analyzed;
+use crate::fingerprint::SimHash;
+use crate::index::grams::distinct_bigrams;
+use crate::index::{Entry, OrderKey};
+use crate::text::tokenize::{token_hash, WeightedToken};
+use crate::types::{EventTime, Fingerprint, PostId};
+
+const ROUTED_MAGIC: &[u8; 4] = b"SDR1";
+const CHANGELOG_MAGIC: &[u8; 4] = b"SDC1";
+
+/// A malformed internal record.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("malformed {0} record")]
+pub struct WireError(pub &'static str);
+
+/// A routed post as the dedup stage receives it.
+#[derive(Debug)]
+pub struct RoutedPost {
+    /// Post id.
+    pub id: PostId,
+    /// Event time, if the post had one.
+    pub created_at: Option<EventTime>,
+    /// The analysis made by the route stage.
+    pub analyzed: Analyzed,
+    /// The original input record.
+    pub raw: Vec<u8>,
+}
+
+/// Encodes a routed post.
+pub fn encode_routed(
+    id: &PostId,
+    created_at: Option<EventTime>,
+    a: &Analyzed,
+    raw: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(64 + raw.len() + a.normalized.len() + a.tokens.len() * 12);
+    out.extend_from_slice(ROUTED_MAGIC);
+    put_bytes(&mut out, id.0.as_bytes());
+    out.push(u8::from(created_at.is_some()));
+    out.extend_from_slice(&created_at.map_or(0, |t| t.0).to_le_bytes());
+    out.extend_from_slice(&a.fingerprint().0.to_le_bytes());
+    put_bytes(&mut out, a.normalized.as_bytes());
+    out.extend_from_slice(&(a.tokens.len() as u32).to_le_bytes());
+    for t in &a.tokens {
+        put_bytes(&mut out, t.word.as_bytes());
+        out.extend_from_slice(&t.weight.to_le_bytes());
+    }
+    put_bytes(&mut out, raw);
+    out
+}
+
+/// Decodes a routed post.
+pub fn decode_routed(buf: &[u8]) -> Result<RoutedPost, WireError> {
+    let err = || WireError("routed");
+    let mut r = Reader(buf.strip_prefix(ROUTED_MAGIC).ok_or_else(err)?);
+    let id = PostId(r.string().ok_or_else(err)?);
+    let has_time = r.u8().ok_or_else(err)? == 1;
+    let time = r.u64().ok_or_else(err)? as i64;
+    let fp = Fingerprint(r.u64().ok_or_else(err)?);
+    let normalized = r.string().ok_or_else(err)?;
+    let n = r.u32().ok_or_else(err)? as usize;
+    let mut tokens = Vec::with_capacity(n.min(1024));
+    for _ in 0..n {
+        let word = r.string().ok_or_else(err)?;
+        let weight = f32::from_bits(r.u32().ok_or_else(err)?);
+        tokens.push(WeightedToken {
+            hash: token_hash(&word),
+            word,
+            weight,
+        });
+    }
+    let raw = r.bytes().ok_or_else(err)?.to_vec();
+    let mut a = Analyzed {
+        normalized,
+        tokens,
+        ..Analyzed::default()
+    };
+    a.chars = a.normalized.chars().collect();
+    a.text_hash = xxhash_rust::xxh3::xxh3_64(a.normalized.as_bytes());
+    a.token_set = a.tokens.iter().map(|t| t.hash as u32).collect();
+    a.token_set.sort_unstable();
+    a.token_set.dedup();
+    a.simhash = Some(SimHash {
+        fingerprint: fp,
+        acc: [0.0; 64],
+    });
+    distinct_bigrams(&a.chars, &mut a.grams);
+    Ok(RoutedPost {
+        id,
+        created_at: has_time.then_some(EventTime(time)),
+        analyzed: a,
+        raw,
+    })
+}
+
+/// How far a dedup partition has got, published on the changelog so that workers owning other
+/// partitions know which of its entries they hold.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marker {
+    /// The routed partition.
+    pub partition: u32,
+    /// Every record of the partition with a smaller key is decided and its entries precede this
+    /// marker on the changelog.
+    pub lower_bound: OrderKey,
+    /// The partition had no pending records (caught up for a while): it blocks nobody.
+    pub idle: bool,
+    /// The last decided offset and the partition watermark there, if any: a worker taking the
+    /// partition over at `offset + 1` resumes with this watermark.
+    pub last: Option<(u64, i64)>,
+}
+
+/// One changelog record.
+#[derive(Debug, PartialEq)]
+pub enum ChangelogRecord {
+    /// An index entry decided by some partition.
+    Entry {
+        /// Its generation.
+        gen: i64,
+        /// The entry.
+        entry: Entry,
+    },
+    /// A progress marker.
+    Marker(Marker),
+}
+
+/// Encodes a changelog record.
+pub fn encode_changelog(rec: &ChangelogRecord) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    out.extend_from_slice(CHANGELOG_MAGIC);
+    match rec {
+        ChangelogRecord::Entry { gen, entry } => {
+            out.push(1);
+            out.extend_from_slice(&gen.to_le_bytes());
+            entry.encode(&mut out);
+        }
+        ChangelogRecord::Marker(m) => {
+            out.push(2);
+            out.extend_from_slice(&m.partition.to_le_bytes());
+            put_key(&mut out, &m.lower_bound);
+            out.push(u8::from(m.idle));
+            out.push(u8::from(m.last.is_some()));
+            let (o, t) = m.last.unwrap_or((0, 0));
+            out.extend_from_slice(&o.to_le_bytes());
+            out.extend_from_slice(&t.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// Decodes a changelog record.
+pub fn decode_changelog(buf: &[u8]) -> Result<ChangelogRecord, WireError> {
+    let err = || WireError("changelog");
+    let mut r = Reader(buf.strip_prefix(CHANGELOG_MAGIC).ok_or_else(err)?);
+    match r.u8().ok_or_else(err)? {
+        1 => {
+            let gen = r.u64().ok_or_else(err)? as i64;
+            let (entry, rest) = Entry::decode(r.0).map_err(|_| err())?;
+            if !rest.is_empty() {
+                return Err(err());
+            }
+            Ok(ChangelogRecord::Entry { gen, entry })
+        }
+        2 => {
+            let partition = r.u32().ok_or_else(err)?;
+            let lower_bound = OrderKey {
+                tau: r.u64().ok_or_else(err)? as i64,
+                partition: r.u32().ok_or_else(err)?,
+                seq: r.u64().ok_or_else(err)?,
+            };
+            let idle = r.u8().ok_or_else(err)? == 1;
+            let has_last = r.u8().ok_or_else(err)? == 1;
+            let last = (r.u64().ok_or_else(err)?, r.u64().ok_or_else(err)? as i64);
+            Ok(ChangelogRecord::Marker(Marker {
+                partition,
+                lower_bound,
+                idle,
+                last: has_last.then_some(last),
+            }))
+        }
+        _ => Err(err()),
+    }
+}
+
+fn put_key(out: &mut Vec<u8>, k: &OrderKey) {
+    out.extend_from_slice(&k.tau.to_le_bytes());
+    out.extend_from_slice(&k.partition.to_le_bytes());
+    out.extend_from_slice(&k.seq.to_le_bytes());
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+        if self.0.len() < n {
+            return None;
+        }
+        let (h, t) = self.0.split_at(n);
+        self.0 = t;
+        Some(h)
+    }
+    fn u8(&mut self) -> Option<u8> {
+        self.take(1).map(|b| b[0])
+    }
+    fn u32(&mut self) -> Option<u32> {
+        self.take(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self) -> Option<u64> {
+        let b = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Some(u64::from_le_bytes(a))
+    }
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = self.u32()? as usize;
+        self.take(n)
+    }
+    fn string(&mut self) -> Option<String> {
+        std::str::from_utf8(self.bytes()?).ok().map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::Analyzer;
+    use crate::text::tokenize::{Tokenizer, Weighting};
+
+    #[test]
+    fn routed_round_trip_keeps_what_dedup_needs() {
+        let tok = Tokenizer::new(Weighting::Tf, "");
+        let mut a = Analyzed::default();
+        Analyzer::new(&tok).analyze("今天早上地铁二号线又停运了 //@x: 哈哈", &mut a);
+        let raw = br#"{"id":"1","text":"..."}"#;
+        let buf = encode_routed(&PostId("1".into()), Some(EventTime(42)), &a, raw);
+        let d = decode_routed(&buf).unwrap();
+        assert_eq!(d.id.0, "1");
+        assert_eq!(d.created_at, Some(EventTime(42)));
+        assert_eq!(d.raw, raw);
+        assert_eq!(d.analyzed.normalized, a.normalized);
+        assert_eq!(d.analyzed.token_set, a.token_set);
+        assert_eq!(d.analyzed.grams, a.grams);
+        assert_eq!(d.analyzed.text_hash, a.text_hash);
+        assert_eq!(d.analyzed.fingerprint(), a.fingerprint());
+        assert!(decode_routed(&buf[..buf.len() - 3]).is_err());
+    }
+
+    #[test]
+    fn changelog_round_trip() {
+        let m = ChangelogRecord::Marker(Marker {
+            partition: 3,
+            lower_bound: OrderKey {
+                tau: 99,
+                partition: 3,
+                seq: 7,
+            },
+            idle: true,
+            last: Some((6, 98)),
+        });
+        assert_eq!(decode_changelog(&encode_changelog(&m)).unwrap(), m);
+        let text = "测试文本";
+        let e = ChangelogRecord::Entry {
+            gen: -2,
+            entry: Entry {
+                id: PostId("x".into()),
+                key: OrderKey {
+                    tau: 5,
+                    partition: 1,
+                    seq: 2,
+                },
+                time: EventTime(5),
+                fingerprint: Fingerprint(9),
+                chars: text.chars().collect(),
+                text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
+                tokens: vec![1, 2].into(),
+            },
+        };
+        assert_eq!(decode_changelog(&encode_changelog(&e)).unwrap(), e);
+        assert!(decode_changelog(b"junk").is_err());
+    }
+}
