@@ -2,5 +2,6 @@
 //! executable.
 
 mod common;
+mod kafka_mock;
 mod pipeline;
 mod resume;

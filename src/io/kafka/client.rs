@@ -63,13 +63,16 @@ pub fn reader_config(k: &KafkaConfig) -> ClientConfig {
     // librdkafka requires a group id even for assign(); it never joins (no subscribe).
     c.set("group.id", format!("{}.reader", k.group_id));
     c.set("enable.auto.commit", "false");
+    // Progress markers gate other workers' decisions: fetch them with low latency.
+    c.set_if_absent("fetch.wait.max.ms", "5");
+    c.set_if_absent("fetch.error.backoff.ms", "5");
     c
 }
 
 /// Config of a producer.
 pub fn producer_config(k: &KafkaConfig) -> ClientConfig {
     let mut c = base(k, &k.producer, PINNED_PRODUCER);
-    c.set_if_absent("linger.ms", "5");
+    c.set_if_absent("linger.ms", "1");
     c.set_if_absent("compression.type", "lz4");
     c
 }

@@ -114,6 +114,11 @@ struct Worker<'a> {
     acks: Acks,
     stats: DedupStats,
     rec: Vec<u8>,
+    /// Changelog offset read up to (exclusive).
+    changelog_pos: i64,
+    /// Set on assignment to the changelog's end offset: a partition taken over starts only once
+    /// the reader got there, so the previous owner's last markers are known.
+    catch_up_to: Option<i64>,
 }
 
 struct Clients {
@@ -152,6 +157,8 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         acks: Acks::default(),
         stats: DedupStats::default(),
         rec: Vec::with_capacity(1024),
+        changelog_pos: 0,
+        catch_up_to: None,
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let t = Instant::now();
@@ -169,6 +176,7 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         w.rebalance(&c)?;
         w.read_changelog(&c.reader, Duration::ZERO, false);
         let busy = w.poll_routed(&c)?;
+        w.start_partitions();
         let decided = w.decide_ready(&c)?;
         w.publish_markers(&c, decided == 0)?;
         w.store_offsets(&c)?;
@@ -203,6 +211,7 @@ impl<'a> Worker<'a> {
                     return false;
                 }
             };
+            self.changelog_pos = m.offset() + 1;
             match decode_changelog(m.payload().unwrap_or_default()) {
                 Ok(ChangelogRecord::Entry { gen, entry }) => {
                     self.stats.applied += 1;
@@ -237,6 +246,13 @@ impl<'a> Worker<'a> {
         for ev in c.consumer.context().drain() {
             match ev {
                 RebalanceEvent::Assigned(ps) => {
+                    if !ps.is_empty() {
+                        let timeout = Duration::from_secs(10);
+                        let (_, high) =
+                            c.reader
+                                .fetch_watermarks(&self.k.changelog_topic, 0, timeout)?;
+                        self.catch_up_to = Some(high);
+                    }
                     for p in ps {
                         self.owned.insert(p, Owned::new());
                     }
@@ -283,28 +299,6 @@ impl<'a> Worker<'a> {
             any = true;
             let (p, offset) = (m.partition() as u32, m.offset() as u64);
             let owned = self.owned.entry(p).or_insert_with(Owned::new);
-            if !owned.started {
-                owned.started = true;
-                // Resume with the watermark the previous owner had just before this offset.
-                let tau = self
-                    .history
-                    .get(&p)
-                    .and_then(|h| h.range(..offset).next_back())
-                    .map(|(o, t)| {
-                        if *o + 1 != offset {
-                            tracing::warn!(
-                                partition = p,
-                                offset,
-                                marker = *o,
-                                "no progress marker right before the resume offset"
-                            );
-                        }
-                        *t
-                    });
-                self.engine
-                    .set_watermark(p, if offset == 0 { None } else { tau });
-                owned.next_offset = offset;
-            }
             owned.eof_since = None;
             let post = decode_routed(m.payload().unwrap_or_default()).map_err(|e| e.to_string());
             owned.buf.push_back((offset, post));
@@ -315,9 +309,47 @@ impl<'a> Worker<'a> {
         Ok(any)
     }
 
+    /// Starts partitions whose first record is buffered, once the changelog has been read to its
+    /// end since they were assigned: each resumes with the watermark its previous owner had just
+    /// before the resume offset (commits happen only right after a progress marker).
+    fn start_partitions(&mut self) {
+        if self.catch_up_to.is_some_and(|h| self.changelog_pos < h) {
+            return;
+        }
+        let waiting: Vec<(u32, u64)> = self
+            .owned
+            .iter()
+            .filter(|(_, o)| !o.started)
+            .filter_map(|(p, o)| o.buf.front().map(|(off, _)| (*p, *off)))
+            .collect();
+        for (p, offset) in waiting {
+            let tau = self
+                .history
+                .get(&p)
+                .and_then(|h| h.range(..offset).next_back())
+                .map(|(o, t)| {
+                    if *o + 1 != offset {
+                        tracing::warn!(
+                            partition = p,
+                            offset,
+                            marker = *o,
+                            "no progress marker right before the resume offset"
+                        );
+                    }
+                    *t
+                });
+            self.engine
+                .set_watermark(p, if offset == 0 { None } else { tau });
+            if let Some(o) = self.owned.get_mut(&p) {
+                o.started = true;
+                o.next_offset = offset;
+            }
+        }
+    }
+
     /// The order key the head record of `p` will get (mirrors `Engine::decide`).
     fn head_key(&self, p: u32) -> Option<OrderKey> {
-        let o = self.owned.get(&p)?;
+        let o = self.owned.get(&p).filter(|o| o.started)?;
         let (offset, post) = o.buf.front()?;
         let wm = self.engine.watermarks().get(&p).copied();
         let t = post

@@ -1,0 +1,106 @@
+//! The Kafka topology against librdkafka's in-process mock broker: fast, no install. Route and
+//! dedup run as in `simdedup run --role all`; every sample record must get exactly the verdict
+//! the file pipeline gives it.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::mocking::MockCluster;
+use simdedup::app::config::Config;
+use simdedup::io::kafka::{dedup, route, tools, KafkaConfig};
+use simdedup::text::tokenize::{Tokenizer, Weighting, DEFAULT_STOPWORDS};
+
+use crate::common::{data, run_ok, Outs};
+
+fn verdicts(unique: &[u8], dups: &[u8], rejected: &[u8]) -> BTreeMap<String, String> {
+    let mut v = BTreeMap::new();
+    for l in String::from_utf8_lossy(unique).lines() {
+        let j: serde_json::Value = serde_json::from_str(l).unwrap();
+        v.insert(j["id"].as_str().unwrap().to_string(), "unique".to_string());
+    }
+    for l in String::from_utf8_lossy(dups).lines() {
+        let j: serde_json::Value = serde_json::from_str(l).unwrap();
+        v.insert(
+            j["post_id"].as_str().unwrap().to_string(),
+            format!("dup of {}", j["cluster_id"].as_str().unwrap()),
+        );
+    }
+    let n = String::from_utf8_lossy(rejected).lines().count();
+    v.insert("<rejected>".into(), n.to_string());
+    v
+}
+
+fn export(k: &KafkaConfig, topic: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    tools::export(k, topic, &mut out, Duration::from_millis(500)).unwrap();
+    out
+}
+
+#[test]
+fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
+    let cluster = MockCluster::new(1).unwrap();
+    let k = KafkaConfig {
+        brokers: cluster.bootstrap_servers(),
+        routed_partitions: 4,
+        output_partitions: 2,
+        idle_after_ms: 300,
+        ..KafkaConfig::default()
+    };
+    let topics = [
+        (k.input_topic.as_str(), 2),
+        (k.routed_topic.as_str(), 4),
+        (k.unique_topic.as_str(), 2),
+        (k.duplicates_topic.as_str(), 2),
+        (k.rejected_topic.as_str(), 2),
+        (k.changelog_topic.as_str(), 1),
+    ];
+    // The mock broker creates topics through its own API (it does not serve CreateTopics).
+    for (name, parts) in topics {
+        cluster.create_topic(name, parts, 1).unwrap();
+    }
+    let input = data("sample_posts.jsonl");
+    let n = tools::produce(&k, &k.input_topic, input.to_str().unwrap()).unwrap();
+    assert_eq!(n, 31);
+
+    let cfg = Config {
+        kafka: k.clone(),
+        ..Config::default()
+    };
+    let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
+    let stop = AtomicBool::new(false);
+    let (kafka_verdicts, stats) = std::thread::scope(|s| {
+        let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop));
+        let d = s.spawn(|| dedup::run(&k, &cfg, &stop));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut got = BTreeMap::new();
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(500));
+            got = verdicts(
+                &export(&k, &k.unique_topic),
+                &export(&k, &k.duplicates_topic),
+                &export(&k, &k.rejected_topic),
+            );
+            let decided = got.len() - 1 + got["<rejected>"].parse::<usize>().unwrap();
+            if decided >= 31 {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let rs = r.join().unwrap().unwrap();
+        let ds = d.join().unwrap().unwrap();
+        (got, (rs, ds))
+    });
+    assert_eq!(stats.0.records, 31, "route saw every record");
+
+    let dir = tempfile::tempdir().unwrap();
+    let outs = Outs::in_dir(dir.path(), "file");
+    run_ok(outs.command(&input, None));
+    let read = |p: &std::path::Path| std::fs::read(p).unwrap();
+    let file_verdicts = verdicts(
+        &read(&outs.unique),
+        &read(&outs.dups),
+        &read(&outs.rejected),
+    );
+    assert_eq!(kafka_verdicts, file_verdicts);
+}
