@@ -105,8 +105,11 @@ live_pid() {
   pid=$(cat "$pidfile" 2>/dev/null) || return 1
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   alive "$pid" || return 1
-  # The pid may have been reused by an unrelated process since the broker died.
-  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'tansu.* broker' || return 1
+  # The pid may have been reused by an unrelated process since the broker died: check it is a broker
+  # listening on the recorded address.
+  local addr
+  addr=$(cat "$addrfile" 2>/dev/null) || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF " broker --listener-url tcp://$addr " || return 1
   echo "$pid"
 }
 
@@ -193,21 +196,23 @@ cmd_stop() {
 }
 
 cmd_start() {
-  local storage=memory://tansu/
+  local storage=memory://tansu/ workdir=$run db=
   while [ $# -gt 0 ]; do
     case "$1" in
-      --sqlite)
-        [ $# -ge 2 ] || die "--sqlite needs a FILE"
-        mkdir -p "$(dirname "$2")"
-        storage="sqlite://$(realpath -m "$2")"
-        shift 2 ;;
-      --sqlite=*)
-        mkdir -p "$(dirname "${1#--sqlite=}")"
-        storage="sqlite://$(realpath -m "${1#--sqlite=}")"
-        shift ;;
+      --sqlite) [ $# -ge 2 ] || die "--sqlite needs a FILE"; db=$2; shift 2 ;;
+      --sqlite=*) db=${1#--sqlite=}; shift ;;
       *) die "start: unknown argument '$1' (usage: start [--sqlite FILE])" ;;
     esac
   done
+  if [ -n "$db" ]; then
+    # tansu resolves sqlite://NAME against its working directory (an absolute path is not possible),
+    # so the broker runs in the database's directory.
+    db=$(realpath -m "$db")
+    [[ "$(basename "$db")" =~ ^[A-Za-z0-9._-]+$ ]] || die "--sqlite: file name must match [A-Za-z0-9._-]+"
+    workdir=$(dirname "$db")
+    mkdir -p "$workdir"
+    storage="sqlite://$(basename "$db")"
+  fi
   installed || cmd_install
   local bin
   bin=$(tansu_bin)
@@ -221,13 +226,14 @@ cmd_start() {
   for attempt in 1 2 3; do
     port=$(free_port)
     addr=127.0.0.1:$port
-    say "starting tansu on $addr, storage $storage, log $logfile"
+    say "starting tansu on $addr, storage $storage${db:+ ($db)}, log $logfile"
     # stdin/stdout/stderr all redirected: the broker must not hold the caller's $(...) pipe open.
-    nohup "$bin" broker \
+    # tansu also reads a .env file from its working directory: run it in the run dir (or the db's).
+    (cd "$workdir" && exec nohup "$bin" broker \
       --listener-url "tcp://$addr" \
       --advertised-listener-url "tcp://$addr" \
       --storage-engine "$storage" \
-      </dev/null >"$logfile" 2>&1 &
+      </dev/null >"$logfile" 2>&1) &
     pid=$!
     echo "$pid" >"$pidfile"
     echo "$addr" >"$addrfile"

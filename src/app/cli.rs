@@ -63,10 +63,15 @@ pub enum Command {
     /// Run the Kafka stream processor (stage route, dedup, or both in one process).
     #[command(after_help = RUN_EXAMPLES)]
     Run(RunArgs),
+    /// Backfill: decide a range of the raw topic into separate output topics, with fresh state.
+    #[command(after_help = REPLAY_EXAMPLES)]
+    Replay(ReplayArgs),
     /// Produce the lines of a JSON-lines file to a topic (to feed a raw topic).
     Produce(ProduceArgs),
     /// Write all records of a topic to a JSON-lines file (stops after --idle-ms without records).
     Export(ExportArgs),
+    /// Throughput baseline: copy a topic to another unchanged, with the stages' client settings.
+    Passthrough(PassthroughArgs),
     /// Score the engine on a labelled stream (truth.jsonl as in the benchmark).
     #[command(after_help = EVAL_EXAMPLES)]
     Eval(EvalArgs),
@@ -182,6 +187,50 @@ pub struct DedupArgs {
     pub config: ConfigArgs,
 }
 
+const REPLAY_EXAMPLES: &str = "Example:
+  simdedup replay --brokers 127.0.0.1:9092 --input-topic posts --from-time 1700000000 \\
+      --unique-topic backfill.unique --duplicates-topic backfill.duplicates --rejected-topic backfill.rejected
+
+Deterministic: the same range gives the same verdicts, in the order the live topology decides.";
+
+/// `replay` options.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// Bootstrap servers.
+    #[arg(long, env = "SIMDEDUP_BROKERS")]
+    pub brokers: Option<String>,
+    /// Raw posts topic to read.
+    #[arg(long, env = "SIMDEDUP_INPUT_TOPIC")]
+    pub input_topic: Option<String>,
+    /// Unique posts of the replay (use topics separate from the live ones).
+    #[arg(long)]
+    pub unique_topic: String,
+    /// Duplicate events of the replay.
+    #[arg(long)]
+    pub duplicates_topic: String,
+    /// Rejected records of the replay.
+    #[arg(long)]
+    pub rejected_topic: String,
+    /// Routed partitions to decide with (must match the live topology for identical verdicts).
+    #[arg(long, env = "SIMDEDUP_ROUTED_PARTITIONS")]
+    pub routed_partitions: Option<u32>,
+    /// First offset of every partition.
+    #[arg(long)]
+    pub from_offset: Option<i64>,
+    /// Last offset (inclusive) of every partition.
+    #[arg(long)]
+    pub to_offset: Option<i64>,
+    /// Skip posts with an earlier event time (unix seconds).
+    #[arg(long)]
+    pub from_time: Option<i64>,
+    /// Skip posts with a later event time (unix seconds).
+    #[arg(long)]
+    pub to_time: Option<i64>,
+    /// Configuration.
+    #[command(flatten)]
+    pub config: ConfigArgs,
+}
+
 /// `produce` options.
 #[derive(Debug, Args)]
 pub struct ProduceArgs {
@@ -211,6 +260,23 @@ pub struct ExportArgs {
     /// Stop after this many milliseconds without a record.
     #[arg(long, default_value_t = 3000)]
     pub idle_ms: u64,
+}
+
+/// `passthrough` options.
+#[derive(Debug, Args)]
+pub struct PassthroughArgs {
+    /// Bootstrap servers.
+    #[arg(long, env = "SIMDEDUP_BROKERS")]
+    pub brokers: String,
+    /// Source topic.
+    #[arg(long)]
+    pub from: String,
+    /// Destination topic.
+    #[arg(long)]
+    pub to: String,
+    /// Consumer group prefix (joins `<id>.passthrough`).
+    #[arg(long, default_value = "simdedup")]
+    pub group_id: String,
 }
 
 /// `eval` options.
@@ -252,7 +318,9 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Dedup(a) => dedup(a),
         Command::Run(a) => run_stream(a),
         Command::Produce(a) => produce(a),
+        Command::Replay(a) => replay(a),
         Command::Export(a) => export(a),
+        Command::Passthrough(a) => passthrough(a),
         Command::Eval(a) => run_eval(a),
     };
     match result {
@@ -532,5 +600,50 @@ fn export(a: ExportArgs) -> CmdResult {
     .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     out.flush().map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!("simdedup: exported {n} records from {}", a.topic);
+    Ok(EXIT_OK)
+}
+
+fn passthrough(a: PassthroughArgs) -> CmdResult {
+    let k = crate::io::kafka::KafkaConfig { brokers: a.brokers, group_id: a.group_id, ..Default::default() };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
+    let n = crate::io::kafka::tools::passthrough(&k, &a.from, &a.to, &stop).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    eprintln!("simdedup: passed {n} records from {} to {}", a.from, a.to);
+    Ok(EXIT_OK)
+}
+
+fn replay(a: ReplayArgs) -> CmdResult {
+    let mut cfg = load_config(&a.config).map_err(usage)?;
+    let k = &mut cfg.kafka;
+    if let Some(b) = a.brokers {
+        k.brokers = b;
+    }
+    if let Some(t) = a.input_topic {
+        k.input_topic = t;
+    }
+    if let Some(p) = a.routed_partitions {
+        k.routed_partitions = p;
+    }
+    k.unique_topic = a.unique_topic;
+    k.duplicates_topic = a.duplicates_topic;
+    k.rejected_topic = a.rejected_topic;
+    let kc = cfg.kafka.clone();
+    let parts = kc.output_partitions as i32;
+    let topics = [(kc.unique_topic.as_str(), parts), (kc.duplicates_topic.as_str(), parts), (kc.rejected_topic.as_str(), parts)];
+    crate::io::kafka::client::ensure_topics(&kc, &topics).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
+    let range = crate::io::kafka::replay::ReplayRange {
+        from_offset: a.from_offset,
+        to_offset: a.to_offset,
+        from_time: a.from_time,
+        to_time: a.to_time,
+    };
+    let st = crate::io::kafka::replay::run(&kc, &cfg, &tokenizer, &range).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    eprintln!(
+        "simdedup: replayed {} records: {} unique, {} duplicates, {} rejected",
+        st.records, st.unique, st.duplicates, st.rejected
+    );
     Ok(EXIT_OK)
 }

@@ -53,7 +53,9 @@ pub fn consumer_config(k: &KafkaConfig, group: &str) -> ClientConfig {
     c.set("group.id", group);
     c.set_if_absent("auto.offset.reset", "earliest");
     c.set_if_absent("auto.commit.interval.ms", "1000");
-    c.set_if_absent("partition.assignment.strategy", "cooperative-sticky");
+    // Eager: cooperative-sticky left partitions unassigned on tansu 0.6 after a member died
+    // (measured); brokers that handle it can opt in through [kafka.consumer].
+    c.set_if_absent("partition.assignment.strategy", "range,roundrobin");
     c
 }
 

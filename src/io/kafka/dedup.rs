@@ -114,12 +114,14 @@ struct Worker<'a> {
     acks: Acks,
     stats: DedupStats,
     rec: Vec<u8>,
-    /// Changelog offset read up to (exclusive).
-    changelog_pos: i64,
-    /// Set on assignment to the changelog's end offset: a partition taken over starts only once
-    /// the reader got there, so the previous owner's last markers are known.
-    catch_up_to: Option<i64>,
+    /// Set on assignment: this worker writes a sync record with this nonce to the changelog, and
+    /// a partition taken over starts only once the reader has read it back, so every marker the
+    /// previous owner wrote before is known (high watermarks are not reliable on every broker).
+    sync_nonce: Option<u64>,
 }
+
+/// Partition number of sync records on the changelog (no routed partition has it).
+const SYNC_PARTITION: u32 = u32::MAX;
 
 struct Clients {
     consumer: BaseConsumer<RebalanceLog>,
@@ -157,8 +159,7 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         acks: Acks::default(),
         stats: DedupStats::default(),
         rec: Vec::with_capacity(1024),
-        changelog_pos: 0,
-        catch_up_to: None,
+        sync_nonce: None,
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let t = Instant::now();
@@ -171,6 +172,8 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         "replicated index caught up"
     );
     c.consumer.subscribe(&[&k.routed_topic])?;
+    let mut last_decision = Instant::now();
+    let mut last_report = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         w.settle(&c)?;
         w.rebalance(&c)?;
@@ -178,6 +181,12 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         let busy = w.poll_routed(&c)?;
         w.start_partitions();
         let decided = w.decide_ready(&c)?;
+        if decided > 0 {
+            last_decision = Instant::now();
+        } else if last_decision.elapsed() > Duration::from_secs(5) && last_report.elapsed() > Duration::from_secs(5) {
+            last_report = Instant::now();
+            w.report_waiting();
+        }
         w.publish_markers(&c, decided == 0)?;
         w.store_offsets(&c)?;
         if !busy && decided == 0 {
@@ -211,7 +220,6 @@ impl<'a> Worker<'a> {
                     return false;
                 }
             };
-            self.changelog_pos = m.offset() + 1;
             match decode_changelog(m.payload().unwrap_or_default()) {
                 Ok(ChangelogRecord::Entry { gen, entry }) => {
                     self.stats.applied += 1;
@@ -227,6 +235,12 @@ impl<'a> Worker<'a> {
     }
 
     fn note_marker(&mut self, m: Marker) {
+        if m.partition == SYNC_PARTITION {
+            if self.sync_nonce == Some(m.lower_bound.seq) {
+                self.sync_nonce = None;
+            }
+            return;
+        }
         let bound = if m.idle {
             Bound::Idle
         } else {
@@ -247,11 +261,7 @@ impl<'a> Worker<'a> {
             match ev {
                 RebalanceEvent::Assigned(ps) => {
                     if !ps.is_empty() {
-                        let timeout = Duration::from_secs(10);
-                        let (_, high) =
-                            c.reader
-                                .fetch_watermarks(&self.k.changelog_topic, 0, timeout)?;
-                        self.catch_up_to = Some(high);
+                        self.send_sync(c)?;
                     }
                     for p in ps {
                         self.owned.insert(p, Owned::new());
@@ -269,19 +279,18 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// Buffers routed records; returns whether anything arrived.
+    /// Buffers routed records; returns whether anything arrived. Rebalance events are applied
+    /// right after each poll, before its record: a record never lands in state that an
+    /// assignment is about to reset, and records of revoked partitions are dropped (their next
+    /// owner decides them).
     fn poll_routed(&mut self, c: &Clients) -> Result<bool, KafkaError> {
         let mut any = false;
-        let wait = if self.owned.values().any(|o| !o.buf.is_empty()) {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(5)
-        };
-        let mut wait = wait;
+        let idle = self.owned.values().all(|o| o.buf.is_empty());
+        let mut wait = if idle { Duration::from_millis(5) } else { Duration::ZERO };
         for _ in 0..2_000 {
-            let Some(m) = c.consumer.poll(wait) else {
-                break;
-            };
+            let polled = c.consumer.poll(wait);
+            self.rebalance(c)?;
+            let Some(m) = polled else { break };
             wait = Duration::ZERO;
             let m = match m {
                 Ok(m) => m,
@@ -296,9 +305,9 @@ impl<'a> Worker<'a> {
                     continue;
                 }
             };
-            any = true;
             let (p, offset) = (m.partition() as u32, m.offset() as u64);
-            let owned = self.owned.entry(p).or_insert_with(Owned::new);
+            let Some(owned) = self.owned.get_mut(&p) else { continue };
+            any = true;
             owned.eof_since = None;
             let post = decode_routed(m.payload().unwrap_or_default()).map_err(|e| e.to_string());
             owned.buf.push_back((offset, post));
@@ -313,7 +322,7 @@ impl<'a> Worker<'a> {
     /// end since they were assigned: each resumes with the watermark its previous owner had just
     /// before the resume offset (commits happen only right after a progress marker).
     fn start_partitions(&mut self) {
-        if self.catch_up_to.is_some_and(|h| self.changelog_pos < h) {
+        if self.sync_nonce.is_some() {
             return;
         }
         let waiting: Vec<(u32, u64)> = self
@@ -345,6 +354,26 @@ impl<'a> Worker<'a> {
                 o.next_offset = offset;
             }
         }
+    }
+
+    /// Logs why nothing was decided for a while: the head this worker waits with and every
+    /// partition's bound.
+    fn report_waiting(&self) {
+        let head = self.owned.keys().filter_map(|p| self.head_key(*p)).min();
+        let bounds: Vec<String> = (0..self.partitions).map(|q| format!("{q}:{:?}", self.bound(q))).collect();
+        let buffered: usize = self.owned.values().map(|o| o.buf.len()).sum();
+        tracing::info!(?head, buffered, sync_pending = self.sync_nonce.is_some(), bounds = %bounds.join(" "), "waiting");
+    }
+
+    /// Writes a sync record to the changelog; see `sync_nonce`.
+    fn send_sync(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()) << 32;
+        self.sync_nonce = Some(nonce);
+        let m = Marker { partition: SYNC_PARTITION, lower_bound: OrderKey { tau: 0, partition: SYNC_PARTITION, seq: nonce }, idle: true, last: None };
+        let value = encode_changelog(&ChangelogRecord::Marker(m));
+        let tag = Tag::Marker { partition: SYNC_PARTITION, last_offset: None };
+        send(&c.producer, &c.deliveries, &mut self.acks, Out { topic: &self.k.changelog_topic, partition: Some(0), key: &[], payload: &value, tag })
     }
 
     /// The order key the head record of `p` will get (mirrors `Engine::decide`).

@@ -80,17 +80,6 @@ pub fn run(
     while !stop.load(Ordering::Relaxed) {
         settle(&deliveries, &mut acks, &mut |_, _| {})?;
         store_offsets(&consumer, &k.input_topic, &acks, &mut stored)?;
-        for ev in consumer.context().drain() {
-            match ev {
-                RebalanceEvent::Assigned(ps) => ps.iter().for_each(|p| {
-                    parts.entry(*p).or_default();
-                }),
-                RebalanceEvent::Revoked(ps) => ps.iter().for_each(|p| {
-                    acks.remove(*p);
-                    parts.remove(p);
-                }),
-            }
-        }
         let wait = if parts.values().any(|p| !p.buf.is_empty()) {
             Duration::ZERO
         } else {
@@ -98,14 +87,27 @@ pub fn run(
         };
         let mut wait = wait;
         for _ in 0..4096 {
-            let Some(msg) = consumer.poll(wait) else {
-                break;
-            };
+            let polled = consumer.poll(wait);
+            // Apply rebalances before the record that followed them.
+            for ev in consumer.context().drain() {
+                match ev {
+                    RebalanceEvent::Assigned(ps) => ps.iter().for_each(|p| {
+                        parts.entry(*p).or_default();
+                    }),
+                    RebalanceEvent::Revoked(ps) => ps.iter().for_each(|p| {
+                        acks.remove(*p);
+                        parts.remove(p);
+                    }),
+                }
+            }
+            let Some(msg) = polled else { break };
             wait = Duration::ZERO;
             let msg = match msg {
                 Ok(m) => m,
                 Err(RdError::PartitionEOF(p)) => {
-                    parts.entry(p as u32).or_default().at_eof = true;
+                    if let Some(x) = parts.get_mut(&(p as u32)) {
+                        x.at_eof = true;
+                    }
                     continue;
                 }
                 Err(e) => {
@@ -126,7 +128,8 @@ pub fn run(
                 .ok()
                 .and_then(|p| p.created_at)
                 .map_or(last_time, |t| t.0);
-            let part = parts.entry(msg.partition() as u32).or_default();
+            // A record of a partition revoked in the same poll belongs to its next owner.
+            let Some(part) = parts.get_mut(&(msg.partition() as u32)) else { continue };
             part.at_eof = false;
             part.buf.push_back(Pending {
                 offset: msg.offset() as u64,

@@ -1,0 +1,234 @@
+//! `simdedup replay`: a backfill of a raw topic range into separate output topics, with fresh
+//! state. It runs the topology's exact decision order in one process:
+//! 1. the raw partitions are merged by event time, as the route stage does;
+//! 2. each post is routed to its partition, and offsets within a partition count up;
+//! 3. all partitions are decided in the global order `(partition watermark, partition, offset)`.
+//!
+//! Two replays of the same range give identical verdicts. A replay of a live run's input gives
+//! that run's verdicts when the live run had one route worker and no partition fell idle.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::producer::Producer;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::acks::Acks;
+use super::client::{self, QuietContext, Tag};
+use super::route::{send, settle, Out};
+use super::{KafkaConfig, KafkaError};
+use crate::app::config::Config;
+use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
+use crate::index::OrderKey;
+use crate::input::{Decoded, Decoder};
+use crate::io::process::{future_time, now_secs};
+use crate::io::records;
+use crate::routing::Router;
+use crate::text::tokenize::Tokenizer;
+use crate::types::Rejection;
+
+/// Which part of the raw topic to replay. Times are event-time bounds on `created_at` (unix
+/// seconds, inclusive) used to find start offsets (`offsets_for_times`, i.e. broker timestamps)
+/// and to filter records; offsets apply to every partition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayRange {
+    /// First offset per partition.
+    pub from_offset: Option<i64>,
+    /// Last offset per partition (inclusive).
+    pub to_offset: Option<i64>,
+    /// Skip records with an earlier event time.
+    pub from_time: Option<i64>,
+    /// Skip records with a later event time.
+    pub to_time: Option<i64>,
+}
+
+/// Counts of a replay.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ReplayStats {
+    /// Records read in the range.
+    pub records: u64,
+    /// Unique posts.
+    pub unique: u64,
+    /// Duplicate events.
+    pub duplicates: u64,
+    /// Rejected records.
+    pub rejected: u64,
+}
+
+struct Raw {
+    partition: u32,
+    offset: i64,
+    time: i64,
+    post: Result<Decoded, Rejection>,
+    line: Vec<u8>,
+}
+
+/// Replays `range` of `k.input_topic` into `k`'s output topics.
+pub fn run(k: &KafkaConfig, cfg: &Config, tokenizer: &Tokenizer, range: &ReplayRange) -> Result<ReplayStats, KafkaError> {
+    let raw = read_range(k, cfg, range)?;
+    let merged = merge_by_time(raw);
+    let router = Router::new(k.routed_partitions, cfg.routing.clone());
+    let mut analyzer = Analyzer::new(tokenizer);
+    let mut queues: Vec<VecDeque<(u64, Raw, Analyzed)>> = (0..router.partitions()).map(|_| VecDeque::new()).collect();
+    let mut rejected = Vec::new();
+    for r in merged {
+        match &r.post {
+            Err(_) => rejected.push(r),
+            Ok(post) => {
+                let mut a = Analyzed::default();
+                analyzer.analyze(&post.text, &mut a);
+                let weight: f32 = a.tokens.iter().map(|t| t.weight).sum();
+                let p = a.simhash.as_ref().map_or(0, |sh| router.route(sh, weight).primary) as usize;
+                let seq = queues[p].len() as u64;
+                queues[p].push_back((seq, r, a));
+            }
+        }
+    }
+    let (producer, deliveries) = client::producer(k)?;
+    let mut acks = Acks::default();
+    let mut stats = ReplayStats::default();
+    let mut rec = Vec::with_capacity(1024);
+    let mut n = 0u64;
+    let mut emit = |topic: &str, key: &[u8], rec: &[u8], acks: &mut Acks| -> Result<(), KafkaError> {
+        acks.register(0, n, 1);
+        let out = Out { topic, partition: None, key, payload: rec, tag: Tag::Record { partition: 0, offset: n } };
+        n += 1;
+        send(&producer, &deliveries, acks, out)
+    };
+    for r in &rejected {
+        if let Err(rj) = &r.post {
+            rec.clear();
+            records::rejected_record(&mut rec, rj, None, r.offset as u64 + 1, &r.line);
+            stats.rejected += 1;
+            emit(&k.rejected_topic, &[], &rec, &mut acks)?;
+        }
+    }
+    let mut engine = Engine::new(&cfg.engine()).map_err(|e| KafkaError::Config(e.to_string()))?;
+    while let Some(p) = next_partition(&engine, &queues) {
+        let Some((seq, r, a)) = queues[p].pop_front() else { break };
+        let Ok(post) = &r.post else { continue };
+        rec.clear();
+        let at = Position { partition: p as u32, seq };
+        let topic = match engine.decide(at, &post.id, post.created_at, &a) {
+            Verdict::Unique { empty, .. } => {
+                records::unique_record(&mut rec, &r.line, Some(&a), empty, cfg.output.enrich, &cfg.output.enrich_key);
+                stats.unique += 1;
+                &k.unique_topic
+            }
+            Verdict::Duplicate(d) => {
+                records::duplicate_record(&mut rec, &post.id, post.created_at, &d);
+                stats.duplicates += 1;
+                &k.duplicates_topic
+            }
+            Verdict::Rejected(rj) => {
+                records::rejected_record(&mut rec, &rj, Some(&post.id), r.offset as u64 + 1, &r.line);
+                stats.rejected += 1;
+                &k.rejected_topic
+            }
+        };
+        engine.take_changes();
+        emit(topic, post.id.0.as_bytes(), &rec, &mut acks)?;
+    }
+    producer.flush(Duration::from_secs(60))?;
+    while acks.in_flight() > 0 {
+        settle(&deliveries, &mut acks, &mut |_, _| {})?;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    stats.records = stats.unique + stats.duplicates + stats.rejected;
+    Ok(stats)
+}
+
+/// The routed partition whose head comes first in the global order (mirrors `Engine::decide`).
+fn next_partition(engine: &Engine, queues: &[VecDeque<(u64, Raw, Analyzed)>]) -> Option<usize> {
+    let key = |p: usize| -> Option<OrderKey> {
+        let (seq, r, _) = queues[p].front()?;
+        let wm = engine.watermarks().get(&(p as u32)).copied();
+        let t = r.post.as_ref().ok().and_then(|x| x.created_at).map(|t| t.0).or(wm).unwrap_or(0);
+        Some(OrderKey { tau: wm.map_or(t, |w| w.max(t)), partition: p as u32, seq: *seq })
+    };
+    (0..queues.len()).filter_map(|p| key(p).map(|k| (k, p))).min().map(|(_, p)| p)
+}
+
+/// Merges the raw partitions by event time, as the route stage does (records without a time
+/// follow the latest time seen).
+fn merge_by_time(mut parts: Vec<VecDeque<Raw>>) -> Vec<Raw> {
+    let mut out = Vec::new();
+    loop {
+        let best = parts.iter().enumerate().filter_map(|(i, q)| q.front().map(|r| ((r.time, r.partition), i))).min();
+        let Some((_, i)) = best else { return out };
+        if let Some(r) = parts[i].pop_front() {
+            out.push(r);
+        }
+    }
+}
+
+/// Reads the range from every partition up to the end offsets seen at start.
+fn read_range(k: &KafkaConfig, cfg: &Config, range: &ReplayRange) -> Result<Vec<VecDeque<Raw>>, KafkaError> {
+    let consumer: BaseConsumer<QuietContext> = client::reader_config(k).create_with_context(QuietContext)?;
+    let md = consumer.fetch_metadata(Some(&k.input_topic), Duration::from_secs(10))?;
+    let parts = md.topics().first().map(|t| t.partitions().len()).unwrap_or(0) as i32;
+    let mut tpl = TopicPartitionList::new();
+    let mut ends = Vec::new();
+    for p in 0..parts {
+        // The end of a partition is where the reader meets end-of-partition (or --to-offset):
+        // high watermarks are not reliable on every Kafka-compatible broker.
+        ends.push(range.to_offset.map_or(i64::MAX, |o| o + 1));
+        let start = match range.from_offset {
+            Some(o) => Offset::Offset(o),
+            None => Offset::Beginning,
+        };
+        tpl.add_partition_offset(&k.input_topic, p, start)?;
+    }
+    if let Some(t) = range.from_time {
+        // Broker timestamps are in milliseconds; records before the start are skipped below anyway.
+        let mut times = TopicPartitionList::new();
+        for p in 0..parts {
+            times.add_partition_offset(&k.input_topic, p, Offset::Offset(t * 1000))?;
+        }
+        if let Ok(found) = consumer.offsets_for_times(times, Duration::from_secs(10)) {
+            for e in found.elements() {
+                if let Offset::Offset(o) = e.offset() {
+                    let cur = tpl.find_partition(&k.input_topic, e.partition()).map(|x| x.offset());
+                    if matches!(cur, Some(Offset::Offset(c)) if o > c) {
+                        tpl.set_partition_offset(&k.input_topic, e.partition(), Offset::Offset(o))?;
+                    }
+                }
+            }
+        }
+    }
+    consumer.assign(&tpl)?;
+    let decoder = Decoder::new(&cfg.input);
+    let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
+    let mut out: Vec<VecDeque<Raw>> = (0..parts).map(|_| VecDeque::new()).collect();
+    let mut done = vec![false; parts as usize];
+    let mut last_time = i64::MIN;
+    while done.iter().any(|d| !d) {
+        let m = match consumer.poll(Duration::from_millis(500)) {
+            None => continue,
+            Some(Err(RdError::PartitionEOF(p))) => {
+                if let Some(d) = done.get_mut(p as usize) {
+                    *d = true;
+                }
+                continue;
+            }
+            Some(Err(e)) => return Err(e.into()),
+            Some(Ok(m)) => m,
+        };
+        let (p, o) = (m.partition() as usize, m.offset());
+        if o >= ends[p] {
+            done[p] = true;
+            continue;
+        }
+        let line = m.payload().unwrap_or_default().to_vec();
+        let post = decoder.decode(&line).and_then(|d| future_time(d.created_at, now, max_future).map_or(Ok(d), Err));
+        let time = post.as_ref().ok().and_then(|d| d.created_at).map_or(last_time, |t| t.0);
+        if range.from_time.is_some_and(|f| time < f) || range.to_time.is_some_and(|t| time > t) {
+            continue;
+        }
+        last_time = last_time.max(time);
+        out[p].push_back(Raw { partition: p as u32, offset: o, time, post, line });
+    }
+    Ok(out)
+}
