@@ -240,6 +240,9 @@ pub struct ProduceArgs {
     /// Destination topic.
     #[arg(long)]
     pub topic: String,
+    /// Partitions of the topic if it has to be created.
+    #[arg(long, default_value_t = 8)]
+    pub partitions: i32,
     /// JSON-lines file, `-` for stdin.
     #[arg(long)]
     pub input: String,
@@ -573,7 +576,7 @@ fn produce(a: ProduceArgs) -> CmdResult {
         brokers: a.brokers,
         ..Default::default()
     };
-    let n = crate::io::kafka::tools::produce(&k, &a.topic, &a.input)
+    let n = crate::io::kafka::tools::produce(&k, &a.topic, Some(a.partitions), &a.input)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!("simdedup: produced {n} records to {}", a.topic);
     Ok(EXIT_OK)
@@ -604,12 +607,17 @@ fn export(a: ExportArgs) -> CmdResult {
 }
 
 fn passthrough(a: PassthroughArgs) -> CmdResult {
-    let k = crate::io::kafka::KafkaConfig { brokers: a.brokers, group_id: a.group_id, ..Default::default() };
+    let k = crate::io::kafka::KafkaConfig {
+        brokers: a.brokers,
+        group_id: a.group_id,
+        ..Default::default()
+    };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
-    let n = crate::io::kafka::tools::passthrough(&k, &a.from, &a.to, &stop).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    let n = crate::io::kafka::tools::passthrough(&k, &a.from, &a.to, &stop)
+        .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!("simdedup: passed {n} records from {} to {}", a.from, a.to);
     Ok(EXIT_OK)
 }
@@ -631,8 +639,13 @@ fn replay(a: ReplayArgs) -> CmdResult {
     k.rejected_topic = a.rejected_topic;
     let kc = cfg.kafka.clone();
     let parts = kc.output_partitions as i32;
-    let topics = [(kc.unique_topic.as_str(), parts), (kc.duplicates_topic.as_str(), parts), (kc.rejected_topic.as_str(), parts)];
-    crate::io::kafka::client::ensure_topics(&kc, &topics).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    let topics = [
+        (kc.unique_topic.as_str(), parts),
+        (kc.duplicates_topic.as_str(), parts),
+        (kc.rejected_topic.as_str(), parts),
+    ];
+    crate::io::kafka::client::ensure_topics(&kc, &topics)
+        .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
     let range = crate::io::kafka::replay::ReplayRange {
         from_offset: a.from_offset,
@@ -640,7 +653,8 @@ fn replay(a: ReplayArgs) -> CmdResult {
         from_time: a.from_time,
         to_time: a.to_time,
     };
-    let st = crate::io::kafka::replay::run(&kc, &cfg, &tokenizer, &range).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    let st = crate::io::kafka::replay::run(&kc, &cfg, &tokenizer, &range)
+        .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!(
         "simdedup: replayed {} records: {} unique, {} duplicates, {} rejected",
         st.records, st.unique, st.duplicates, st.rejected

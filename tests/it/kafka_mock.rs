@@ -60,7 +60,7 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
         cluster.create_topic(name, parts, 1).unwrap();
     }
     let input = data("sample_posts.jsonl");
-    let n = tools::produce(&k, &k.input_topic, input.to_str().unwrap()).unwrap();
+    let n = tools::produce(&k, &k.input_topic, None, input.to_str().unwrap()).unwrap();
     assert_eq!(n, 31);
 
     let cfg = Config {

@@ -2,6 +2,8 @@
 //! executable.
 
 mod common;
+#[cfg(feature = "broker-tests")]
+mod kafka_broker;
 mod kafka_mock;
 mod pipeline;
 mod resume;

@@ -78,7 +78,10 @@ struct Owned {
     buf: VecDeque<(u64, Result<RoutedPost, String>)>,
     started: bool,
     next_offset: u64,
-    eof_since: Option<Instant>,
+    /// When the last record arrived (or the partition was assigned): a partition with nothing
+    /// buffered and nothing new for `idle_after_ms` is idle. End-of-partition events are not
+    /// relied on: some brokers send none when the committed offset already is the end.
+    last_record: Instant,
     last: Option<(u64, i64)>,
     sent: Option<(Bound, Option<(u64, i64)>)>,
     sent_at: Instant,
@@ -92,7 +95,7 @@ impl Owned {
             buf: VecDeque::new(),
             started: false,
             next_offset: 0,
-            eof_since: None,
+            last_record: Instant::now(),
             last: None,
             sent: None,
             sent_at: Instant::now(),
@@ -183,7 +186,9 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         let decided = w.decide_ready(&c)?;
         if decided > 0 {
             last_decision = Instant::now();
-        } else if last_decision.elapsed() > Duration::from_secs(5) && last_report.elapsed() > Duration::from_secs(5) {
+        } else if last_decision.elapsed() > Duration::from_secs(5)
+            && last_report.elapsed() > Duration::from_secs(5)
+        {
             last_report = Instant::now();
             w.report_waiting();
         }
@@ -286,7 +291,11 @@ impl<'a> Worker<'a> {
     fn poll_routed(&mut self, c: &Clients) -> Result<bool, KafkaError> {
         let mut any = false;
         let idle = self.owned.values().all(|o| o.buf.is_empty());
-        let mut wait = if idle { Duration::from_millis(5) } else { Duration::ZERO };
+        let mut wait = if idle {
+            Duration::from_millis(5)
+        } else {
+            Duration::ZERO
+        };
         for _ in 0..2_000 {
             let polled = c.consumer.poll(wait);
             self.rebalance(c)?;
@@ -294,21 +303,18 @@ impl<'a> Worker<'a> {
             wait = Duration::ZERO;
             let m = match m {
                 Ok(m) => m,
-                Err(RdError::PartitionEOF(p)) => {
-                    if let Some(o) = self.owned.get_mut(&(p as u32)) {
-                        o.eof_since.get_or_insert_with(Instant::now);
-                    }
-                    continue;
-                }
+                Err(RdError::PartitionEOF(_)) => continue,
                 Err(e) => {
                     tracing::warn!(error = %e, "routed consumer error");
                     continue;
                 }
             };
             let (p, offset) = (m.partition() as u32, m.offset() as u64);
-            let Some(owned) = self.owned.get_mut(&p) else { continue };
+            let Some(owned) = self.owned.get_mut(&p) else {
+                continue;
+            };
             any = true;
-            owned.eof_since = None;
+            owned.last_record = Instant::now();
             let post = decode_routed(m.payload().unwrap_or_default()).map_err(|e| e.to_string());
             owned.buf.push_back((offset, post));
             if owned.buf.len() > 50_000 {
@@ -360,20 +366,47 @@ impl<'a> Worker<'a> {
     /// partition's bound.
     fn report_waiting(&self) {
         let head = self.owned.keys().filter_map(|p| self.head_key(*p)).min();
-        let bounds: Vec<String> = (0..self.partitions).map(|q| format!("{q}:{:?}", self.bound(q))).collect();
+        let bounds: Vec<String> = (0..self.partitions)
+            .map(|q| format!("{q}:{:?}", self.bound(q)))
+            .collect();
         let buffered: usize = self.owned.values().map(|o| o.buf.len()).sum();
         tracing::info!(?head, buffered, sync_pending = self.sync_nonce.is_some(), bounds = %bounds.join(" "), "waiting");
     }
 
     /// Writes a sync record to the changelog; see `sync_nonce`.
     fn send_sync(&mut self, c: &Clients) -> Result<(), KafkaError> {
-        let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
             ^ u64::from(std::process::id()) << 32;
         self.sync_nonce = Some(nonce);
-        let m = Marker { partition: SYNC_PARTITION, lower_bound: OrderKey { tau: 0, partition: SYNC_PARTITION, seq: nonce }, idle: true, last: None };
+        let m = Marker {
+            partition: SYNC_PARTITION,
+            lower_bound: OrderKey {
+                tau: 0,
+                partition: SYNC_PARTITION,
+                seq: nonce,
+            },
+            idle: true,
+            last: None,
+        };
         let value = encode_changelog(&ChangelogRecord::Marker(m));
-        let tag = Tag::Marker { partition: SYNC_PARTITION, last_offset: None };
-        send(&c.producer, &c.deliveries, &mut self.acks, Out { topic: &self.k.changelog_topic, partition: Some(0), key: &[], payload: &value, tag })
+        let tag = Tag::Marker {
+            partition: SYNC_PARTITION,
+            last_offset: None,
+        };
+        send(
+            &c.producer,
+            &c.deliveries,
+            &mut self.acks,
+            Out {
+                topic: &self.k.changelog_topic,
+                partition: Some(0),
+                key: &[],
+                payload: &value,
+                tag,
+            },
+        )
     }
 
     /// The order key the head record of `p` will get (mirrors `Engine::decide`).
@@ -403,7 +436,7 @@ impl<'a> Worker<'a> {
             return Bound::Key(k);
         }
         let idle_after = Duration::from_millis(self.k.idle_after_ms);
-        if o.eof_since.is_some_and(|t| t.elapsed() >= idle_after) {
+        if o.last_record.elapsed() >= idle_after {
             return Bound::Idle;
         }
         if !o.started {
@@ -600,7 +633,8 @@ impl<'a> Worker<'a> {
     }
 
     /// Stores, per partition, the offset after the newest acknowledged marker whose records are
-    /// all acknowledged: a worker taking over there finds that marker's watermark.
+    /// all acknowledged: a worker taking over there finds that marker's watermark. (librdkafka's
+    /// offset store commits the given offset + 1, so the marker's own offset is passed.)
     fn store_offsets(&mut self, c: &Clients) -> Result<(), KafkaError> {
         for (p, o) in self.owned.iter_mut() {
             let Some(done) = self.acks.done_through(*p) else {
@@ -613,7 +647,7 @@ impl<'a> Worker<'a> {
             if let Some(m) = best.filter(|m| o.stored.is_none_or(|s| s < *m)) {
                 match c
                     .consumer
-                    .store_offset(&self.k.routed_topic, *p as i32, m as i64 + 1)
+                    .store_offset(&self.k.routed_topic, *p as i32, m as i64)
                 {
                     Ok(()) => o.stored = Some(m),
                     // Revoked while the report was in flight: the next owner re-decides from its commit.

@@ -66,12 +66,18 @@ struct Raw {
 }
 
 /// Replays `range` of `k.input_topic` into `k`'s output topics.
-pub fn run(k: &KafkaConfig, cfg: &Config, tokenizer: &Tokenizer, range: &ReplayRange) -> Result<ReplayStats, KafkaError> {
+pub fn run(
+    k: &KafkaConfig,
+    cfg: &Config,
+    tokenizer: &Tokenizer,
+    range: &ReplayRange,
+) -> Result<ReplayStats, KafkaError> {
     let raw = read_range(k, cfg, range)?;
     let merged = merge_by_time(raw);
     let router = Router::new(k.routed_partitions, cfg.routing.clone());
     let mut analyzer = Analyzer::new(tokenizer);
-    let mut queues: Vec<VecDeque<(u64, Raw, Analyzed)>> = (0..router.partitions()).map(|_| VecDeque::new()).collect();
+    let mut queues: Vec<VecDeque<(u64, Raw, Analyzed)>> =
+        (0..router.partitions()).map(|_| VecDeque::new()).collect();
     let mut rejected = Vec::new();
     for r in merged {
         match &r.post {
@@ -80,7 +86,11 @@ pub fn run(k: &KafkaConfig, cfg: &Config, tokenizer: &Tokenizer, range: &ReplayR
                 let mut a = Analyzed::default();
                 analyzer.analyze(&post.text, &mut a);
                 let weight: f32 = a.tokens.iter().map(|t| t.weight).sum();
-                let p = a.simhash.as_ref().map_or(0, |sh| router.route(sh, weight).primary) as usize;
+                let p = a
+                    .simhash
+                    .as_ref()
+                    .map_or(0, |sh| router.route(sh, weight).primary)
+                    as usize;
                 let seq = queues[p].len() as u64;
                 queues[p].push_back((seq, r, a));
             }
@@ -91,12 +101,22 @@ pub fn run(k: &KafkaConfig, cfg: &Config, tokenizer: &Tokenizer, range: &ReplayR
     let mut stats = ReplayStats::default();
     let mut rec = Vec::with_capacity(1024);
     let mut n = 0u64;
-    let mut emit = |topic: &str, key: &[u8], rec: &[u8], acks: &mut Acks| -> Result<(), KafkaError> {
-        acks.register(0, n, 1);
-        let out = Out { topic, partition: None, key, payload: rec, tag: Tag::Record { partition: 0, offset: n } };
-        n += 1;
-        send(&producer, &deliveries, acks, out)
-    };
+    let mut emit =
+        |topic: &str, key: &[u8], rec: &[u8], acks: &mut Acks| -> Result<(), KafkaError> {
+            acks.register(0, n, 1);
+            let out = Out {
+                topic,
+                partition: None,
+                key,
+                payload: rec,
+                tag: Tag::Record {
+                    partition: 0,
+                    offset: n,
+                },
+            };
+            n += 1;
+            send(&producer, &deliveries, acks, out)
+        };
     for r in &rejected {
         if let Err(rj) = &r.post {
             rec.clear();
@@ -107,13 +127,25 @@ pub fn run(k: &KafkaConfig, cfg: &Config, tokenizer: &Tokenizer, range: &ReplayR
     }
     let mut engine = Engine::new(&cfg.engine()).map_err(|e| KafkaError::Config(e.to_string()))?;
     while let Some(p) = next_partition(&engine, &queues) {
-        let Some((seq, r, a)) = queues[p].pop_front() else { break };
+        let Some((seq, r, a)) = queues[p].pop_front() else {
+            break;
+        };
         let Ok(post) = &r.post else { continue };
         rec.clear();
-        let at = Position { partition: p as u32, seq };
+        let at = Position {
+            partition: p as u32,
+            seq,
+        };
         let topic = match engine.decide(at, &post.id, post.created_at, &a) {
             Verdict::Unique { empty, .. } => {
-                records::unique_record(&mut rec, &r.line, Some(&a), empty, cfg.output.enrich, &cfg.output.enrich_key);
+                records::unique_record(
+                    &mut rec,
+                    &r.line,
+                    Some(&a),
+                    empty,
+                    cfg.output.enrich,
+                    &cfg.output.enrich_key,
+                );
                 stats.unique += 1;
                 &k.unique_topic
             }
@@ -123,7 +155,13 @@ pub fn run(k: &KafkaConfig, cfg: &Config, tokenizer: &Tokenizer, range: &ReplayR
                 &k.duplicates_topic
             }
             Verdict::Rejected(rj) => {
-                records::rejected_record(&mut rec, &rj, Some(&post.id), r.offset as u64 + 1, &r.line);
+                records::rejected_record(
+                    &mut rec,
+                    &rj,
+                    Some(&post.id),
+                    r.offset as u64 + 1,
+                    &r.line,
+                );
                 stats.rejected += 1;
                 &k.rejected_topic
             }
@@ -145,10 +183,24 @@ fn next_partition(engine: &Engine, queues: &[VecDeque<(u64, Raw, Analyzed)>]) ->
     let key = |p: usize| -> Option<OrderKey> {
         let (seq, r, _) = queues[p].front()?;
         let wm = engine.watermarks().get(&(p as u32)).copied();
-        let t = r.post.as_ref().ok().and_then(|x| x.created_at).map(|t| t.0).or(wm).unwrap_or(0);
-        Some(OrderKey { tau: wm.map_or(t, |w| w.max(t)), partition: p as u32, seq: *seq })
+        let t = r
+            .post
+            .as_ref()
+            .ok()
+            .and_then(|x| x.created_at)
+            .map(|t| t.0)
+            .or(wm)
+            .unwrap_or(0);
+        Some(OrderKey {
+            tau: wm.map_or(t, |w| w.max(t)),
+            partition: p as u32,
+            seq: *seq,
+        })
     };
-    (0..queues.len()).filter_map(|p| key(p).map(|k| (k, p))).min().map(|(_, p)| p)
+    (0..queues.len())
+        .filter_map(|p| key(p).map(|k| (k, p)))
+        .min()
+        .map(|(_, p)| p)
 }
 
 /// Merges the raw partitions by event time, as the route stage does (records without a time
@@ -156,7 +208,11 @@ fn next_partition(engine: &Engine, queues: &[VecDeque<(u64, Raw, Analyzed)>]) ->
 fn merge_by_time(mut parts: Vec<VecDeque<Raw>>) -> Vec<Raw> {
     let mut out = Vec::new();
     loop {
-        let best = parts.iter().enumerate().filter_map(|(i, q)| q.front().map(|r| ((r.time, r.partition), i))).min();
+        let best = parts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, q)| q.front().map(|r| ((r.time, r.partition), i)))
+            .min();
         let Some((_, i)) = best else { return out };
         if let Some(r) = parts[i].pop_front() {
             out.push(r);
@@ -165,10 +221,19 @@ fn merge_by_time(mut parts: Vec<VecDeque<Raw>>) -> Vec<Raw> {
 }
 
 /// Reads the range from every partition up to the end offsets seen at start.
-fn read_range(k: &KafkaConfig, cfg: &Config, range: &ReplayRange) -> Result<Vec<VecDeque<Raw>>, KafkaError> {
-    let consumer: BaseConsumer<QuietContext> = client::reader_config(k).create_with_context(QuietContext)?;
+fn read_range(
+    k: &KafkaConfig,
+    cfg: &Config,
+    range: &ReplayRange,
+) -> Result<Vec<VecDeque<Raw>>, KafkaError> {
+    let consumer: BaseConsumer<QuietContext> =
+        client::reader_config(k).create_with_context(QuietContext)?;
     let md = consumer.fetch_metadata(Some(&k.input_topic), Duration::from_secs(10))?;
-    let parts = md.topics().first().map(|t| t.partitions().len()).unwrap_or(0) as i32;
+    let parts = md
+        .topics()
+        .first()
+        .map(|t| t.partitions().len())
+        .unwrap_or(0) as i32;
     let mut tpl = TopicPartitionList::new();
     let mut ends = Vec::new();
     for p in 0..parts {
@@ -190,7 +255,9 @@ fn read_range(k: &KafkaConfig, cfg: &Config, range: &ReplayRange) -> Result<Vec<
         if let Ok(found) = consumer.offsets_for_times(times, Duration::from_secs(10)) {
             for e in found.elements() {
                 if let Offset::Offset(o) = e.offset() {
-                    let cur = tpl.find_partition(&k.input_topic, e.partition()).map(|x| x.offset());
+                    let cur = tpl
+                        .find_partition(&k.input_topic, e.partition())
+                        .map(|x| x.offset());
                     if matches!(cur, Some(Offset::Offset(c)) if o > c) {
                         tpl.set_partition_offset(&k.input_topic, e.partition(), Offset::Offset(o))?;
                     }
@@ -222,13 +289,25 @@ fn read_range(k: &KafkaConfig, cfg: &Config, range: &ReplayRange) -> Result<Vec<
             continue;
         }
         let line = m.payload().unwrap_or_default().to_vec();
-        let post = decoder.decode(&line).and_then(|d| future_time(d.created_at, now, max_future).map_or(Ok(d), Err));
-        let time = post.as_ref().ok().and_then(|d| d.created_at).map_or(last_time, |t| t.0);
+        let post = decoder
+            .decode(&line)
+            .and_then(|d| future_time(d.created_at, now, max_future).map_or(Ok(d), Err));
+        let time = post
+            .as_ref()
+            .ok()
+            .and_then(|d| d.created_at)
+            .map_or(last_time, |t| t.0);
         if range.from_time.is_some_and(|f| time < f) || range.to_time.is_some_and(|t| time > t) {
             continue;
         }
         last_time = last_time.max(time);
-        out[p].push_back(Raw { partition: p as u32, offset: o, time, post, line });
+        out[p].push_back(Raw {
+            partition: p as u32,
+            offset: o,
+            time,
+            post,
+            line,
+        });
     }
     Ok(out)
 }

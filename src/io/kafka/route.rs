@@ -44,10 +44,28 @@ struct Pending {
 }
 
 /// Per raw partition: buffered records and whether the consumer is caught up.
-#[derive(Default)]
 struct RawPartition {
     buf: std::collections::VecDeque<Pending>,
     at_eof: bool,
+    last_record: Instant,
+}
+
+impl Default for RawPartition {
+    fn default() -> Self {
+        RawPartition {
+            buf: Default::default(),
+            at_eof: false,
+            last_record: Instant::now(),
+        }
+    }
+}
+
+impl RawPartition {
+    /// Nothing buffered and nothing more expected soon: at the end, or silent for `idle`
+    /// (some brokers send no end-of-partition event when the committed offset is the end).
+    fn caught_up(&self, idle: Duration) -> bool {
+        self.buf.is_empty() && (self.at_eof || self.last_record.elapsed() >= idle)
+    }
 }
 
 /// Runs a route worker until `stop` is set. Records of the raw partitions this worker owns are
@@ -77,10 +95,13 @@ pub fn run(
     let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
     let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
     let mut last_time = i64::MIN;
+    let mut progressed = true;
     while !stop.load(Ordering::Relaxed) {
         settle(&deliveries, &mut acks, &mut |_, _| {})?;
         store_offsets(&consumer, &k.input_topic, &acks, &mut stored)?;
-        let wait = if parts.values().any(|p| !p.buf.is_empty()) {
+        // Block briefly unless records are ready to go out (avoids spinning while a silent
+        // partition is waited for).
+        let wait = if parts.values().any(|p| !p.buf.is_empty()) && progressed {
             Duration::ZERO
         } else {
             Duration::from_millis(50)
@@ -129,8 +150,11 @@ pub fn run(
                 .and_then(|p| p.created_at)
                 .map_or(last_time, |t| t.0);
             // A record of a partition revoked in the same poll belongs to its next owner.
-            let Some(part) = parts.get_mut(&(msg.partition() as u32)) else { continue };
+            let Some(part) = parts.get_mut(&(msg.partition() as u32)) else {
+                continue;
+            };
             part.at_eof = false;
+            part.last_record = Instant::now();
             part.buf.push_back(Pending {
                 offset: msg.offset() as u64,
                 time,
@@ -140,7 +164,13 @@ pub fn run(
         }
         // Emit while the earliest buffered record cannot be overtaken: every partition has a
         // buffered record or is caught up.
-        while parts.values().all(|p| !p.buf.is_empty() || p.at_eof) {
+        let idle = Duration::from_millis(k.idle_after_ms);
+        progressed = false;
+        while parts
+            .values()
+            .all(|p| !p.buf.is_empty() || p.caught_up(idle))
+        {
+            progressed = true;
             let Some((&p, _)) = parts
                 .iter()
                 .filter(|(_, x)| !x.buf.is_empty())
@@ -290,7 +320,8 @@ fn store_offsets(
     for p in parts {
         if let Some(done) = acks.done_through(p) {
             if stored.get(&p) != Some(&done) {
-                consumer.store_offset(topic, p as i32, done as i64 + 1)?;
+                // librdkafka's offset_store commits `offset + 1`: pass the last processed offset.
+                consumer.store_offset(topic, p as i32, done as i64)?;
                 stored.insert(p, done);
             }
         }

@@ -13,9 +13,18 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use super::client::{self, AckContext, Tag};
 use super::{KafkaConfig, KafkaError};
 
-/// Produces every line of `input` (`-` for stdin) to `topic`, spread over its partitions by line
-/// number; returns the number of records, all acknowledged.
-pub fn produce(k: &KafkaConfig, topic: &str, input: &str) -> Result<u64, KafkaError> {
+/// Produces every line of `input` (`-` for stdin) to `topic` (created with `create` partitions if
+/// given and missing), spread over its partitions by line number; returns the number of records,
+/// all acknowledged.
+pub fn produce(
+    k: &KafkaConfig,
+    topic: &str,
+    create: Option<i32>,
+    input: &str,
+) -> Result<u64, KafkaError> {
+    if let Some(partitions) = create {
+        client::ensure_topics(k, &[(topic, partitions)])?;
+    }
     let (producer, deliveries) = client::producer(k)?;
     let reader: Box<dyn BufRead> = if input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
@@ -113,12 +122,18 @@ pub fn export(
 /// The pass-through baseline of the throughput benchmark: consumes `from` in a consumer group and
 /// produces every record unchanged to `to`, storing offsets after acknowledgement, with the same
 /// client settings as the stages. Logs `progress` every 10,000 records; runs until `stop`.
-pub fn passthrough(k: &KafkaConfig, from: &str, to: &str, stop: &std::sync::atomic::AtomicBool) -> Result<u64, KafkaError> {
+pub fn passthrough(
+    k: &KafkaConfig,
+    from: &str,
+    to: &str,
+    stop: &std::sync::atomic::AtomicBool,
+) -> Result<u64, KafkaError> {
     use super::acks::Acks;
     use super::client::{RebalanceLog, Tag};
     use super::route::{send, settle, Out};
     let consumer: BaseConsumer<RebalanceLog> =
-        client::consumer_config(k, &format!("{}.passthrough", k.group_id)).create_with_context(RebalanceLog::new(from))?;
+        client::consumer_config(k, &format!("{}.passthrough", k.group_id))
+            .create_with_context(RebalanceLog::new(from))?;
     consumer.subscribe(&[from])?;
     let (producer, deliveries) = client::producer(k)?;
     let mut acks = Acks::default();
@@ -126,18 +141,34 @@ pub fn passthrough(k: &KafkaConfig, from: &str, to: &str, stop: &std::sync::atom
     let mut n = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         settle(&deliveries, &mut acks, &mut |_, _| {})?;
-        for p in consumer.assignment()?.elements().iter().map(|e| e.partition() as u32) {
+        for p in consumer
+            .assignment()?
+            .elements()
+            .iter()
+            .map(|e| e.partition() as u32)
+        {
             if let Some(done) = acks.done_through(p).filter(|d| stored.get(&p) != Some(d)) {
-                consumer.store_offset(from, p as i32, done as i64 + 1)?;
+                consumer.store_offset(from, p as i32, done as i64)?; // commits done + 1
                 stored.insert(p, done);
             }
         }
-        let Some(m) = consumer.poll(Duration::from_millis(50)) else { continue };
+        let Some(m) = consumer.poll(Duration::from_millis(50)) else {
+            continue;
+        };
         let Ok(m) = m else { continue };
         let (p, o) = (m.partition() as u32, m.offset() as u64);
         acks.register(p, o, 1);
-        let tag = Tag::Record { partition: p, offset: o };
-        let out = Out { topic: to, partition: None, key: m.key().unwrap_or_default(), payload: m.payload().unwrap_or_default(), tag };
+        let tag = Tag::Record {
+            partition: p,
+            offset: o,
+        };
+        let out = Out {
+            topic: to,
+            partition: None,
+            key: m.key().unwrap_or_default(),
+            payload: m.payload().unwrap_or_default(),
+            tag,
+        };
         send(&producer, &deliveries, &mut acks, out)?;
         n += 1;
         if n.is_multiple_of(10_000) {

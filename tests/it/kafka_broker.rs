@@ -1,0 +1,311 @@
+//! End-to-end tests against a real Kafka-compatible broker (tansu, started by `scripts/test.sh`
+//! through `scripts/broker.sh`; address in `SIMDEDUP_TEST_BROKERS`). Every test uses fresh topic
+//! and group names. Built only with `--features broker-tests`.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::common::{bin, data, run_ok, sample_posts, Outs};
+
+fn brokers() -> String {
+    std::env::var("SIMDEDUP_TEST_BROKERS")
+        .expect("SIMDEDUP_TEST_BROKERS is not set: run scripts/test.sh, which starts a broker")
+}
+
+fn fresh(name: &str) -> String {
+    let n = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("t{}-{}-{name}", std::process::id(), n % 1_000_000_000)
+}
+
+struct Topics {
+    group: String,
+    input: String,
+    routed: String,
+    unique: String,
+    dups: String,
+    rejected: String,
+    changelog: String,
+}
+
+impl Topics {
+    fn new() -> Topics {
+        let p = fresh("x");
+        Topics {
+            group: format!("{p}.g"),
+            input: format!("{p}.posts"),
+            routed: format!("{p}.routed"),
+            unique: format!("{p}.unique"),
+            dups: format!("{p}.dups"),
+            rejected: format!("{p}.rejected"),
+            changelog: format!("{p}.changelog"),
+        }
+    }
+
+    fn run(&self, role: &str, log: &Path) -> Child {
+        let mut c = bin();
+        c.args([
+            "--log-level",
+            "info",
+            "run",
+            "--role",
+            role,
+            "--brokers",
+            &brokers(),
+            "--routed-partitions",
+            "4",
+        ])
+        .args([
+            "--group-id",
+            &self.group,
+            "--input-topic",
+            &self.input,
+            "--routed-topic",
+            &self.routed,
+        ])
+        .args([
+            "--unique-topic",
+            &self.unique,
+            "--duplicates-topic",
+            &self.dups,
+            "--rejected-topic",
+            &self.rejected,
+        ])
+        .args(["--changelog-topic", &self.changelog])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap());
+        c.spawn().unwrap()
+    }
+
+    fn export(&self, topic: &str) -> Vec<u8> {
+        let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+            .args([
+                "export",
+                "--brokers",
+                &brokers(),
+                "--topic",
+                topic,
+                "--idle-ms",
+                "700",
+            ])
+            .output()
+            .unwrap();
+        out.stdout
+    }
+
+    /// Post id -> every verdict seen ("unique" or "dup of X"); at-least-once may repeat a post.
+    fn verdicts(&self, unique: &str, dups: &str) -> BTreeMap<String, Vec<String>> {
+        let mut v: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for l in String::from_utf8_lossy(&self.export(unique)).lines() {
+            let j: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.entry(j["id"].as_str().unwrap().into())
+                .or_default()
+                .push("unique".into());
+        }
+        for l in String::from_utf8_lossy(&self.export(dups)).lines() {
+            let j: serde_json::Value = serde_json::from_str(l).unwrap();
+            v.entry(j["post_id"].as_str().unwrap().into())
+                .or_default()
+                .push(format!("dup of {}", j["cluster_id"].as_str().unwrap()));
+        }
+        v
+    }
+}
+
+/// A stream of `rounds` x 23 posts built from the sample (as in the resume test).
+fn stream(dir: &Path, rounds: usize) -> std::path::PathBuf {
+    use std::io::Write;
+    let path = dir.join("stream.jsonl");
+    let posts = sample_posts();
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    for r in 0..rounds {
+        for (i, p) in posts.iter().enumerate() {
+            let text = p["text"].as_str().unwrap();
+            let text = if i % 3 == 0 {
+                format!("{text} 第{}轮", r % 97)
+            } else {
+                text.to_string()
+            };
+            let t = 1_700_000_000 + (r as i64) * 600 + i as i64;
+            writeln!(f, "{}", serde_json::json!({"id": format!("r{r}-{}", p["id"].as_str().unwrap()), "text": text, "created_at": t})).unwrap();
+        }
+    }
+    path
+}
+
+fn file_verdicts(dir: &Path, input: &Path) -> BTreeMap<String, String> {
+    let outs = Outs::in_dir(dir, "file");
+    run_ok(outs.command(input, None));
+    let mut v = BTreeMap::new();
+    for l in std::fs::read_to_string(&outs.unique).unwrap().lines() {
+        let j: serde_json::Value = serde_json::from_str(l).unwrap();
+        v.insert(j["id"].as_str().unwrap().to_string(), "unique".to_string());
+    }
+    for l in std::fs::read_to_string(&outs.dups).unwrap().lines() {
+        let j: serde_json::Value = serde_json::from_str(l).unwrap();
+        v.insert(
+            j["post_id"].as_str().unwrap().to_string(),
+            format!("dup of {}", j["cluster_id"].as_str().unwrap()),
+        );
+    }
+    v
+}
+
+fn produce(t: &Topics, input: &Path) {
+    let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+        .args([
+            "produce",
+            "--brokers",
+            &brokers(),
+            "--topic",
+            &t.input,
+            "--input",
+        ])
+        .arg(input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn wait_for_all(t: &Topics, n: usize, limit: Duration) -> BTreeMap<String, Vec<String>> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let v = t.verdicts(&t.unique, &t.dups);
+        if v.len() >= n || Instant::now() > deadline {
+            return v;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+fn stop(mut c: Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &c.id().to_string()])
+        .status();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while c.try_wait().unwrap().is_none() {
+        assert!(
+            Instant::now() < deadline,
+            "worker did not stop within its shutdown deadline"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn assert_same(live: &BTreeMap<String, Vec<String>>, file: &BTreeMap<String, String>) {
+    let lost: Vec<&String> = file.keys().filter(|id| !live.contains_key(*id)).collect();
+    assert!(
+        lost.is_empty(),
+        "{} posts have no verdict, e.g. {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    let mut differ = 0;
+    for (id, want) in file {
+        let got = &live[id];
+        assert!(
+            got.iter().all(|g| g == &got[0]),
+            "{id} got conflicting verdicts {got:?}"
+        );
+        differ += usize::from(&got[0] != want);
+    }
+    assert_eq!(
+        differ, 0,
+        "verdicts differ from the file pipeline for {differ} posts"
+    );
+}
+
+#[test]
+fn role_all_matches_the_file_pipeline_across_a_restart_and_replays_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = stream(dir.path(), 60);
+    let n = 60 * sample_posts().len();
+    let file = file_verdicts(dir.path(), &input);
+    let t = Topics::new();
+    produce(&t, &input);
+
+    // First run stops (SIGTERM) partway; the second run resumes from the committed offsets.
+    let first = t.run("all", &dir.path().join("first.log"));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while t.verdicts(&t.unique, &t.dups).len() < n / 4 {
+        assert!(
+            Instant::now() < deadline,
+            "no progress: {}",
+            std::fs::read_to_string(dir.path().join("first.log")).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop(first);
+    let second = t.run("all", &dir.path().join("second.log"));
+    let live = wait_for_all(&t, n, Duration::from_secs(180));
+    stop(second);
+    assert_same(&live, &file);
+
+    // Two replays of the raw topic into fresh topics: identical to each other and to the live run.
+    for i in 0..2 {
+        let (u, d, r) = (fresh("ru"), fresh("rd"), fresh("rr"));
+        let out = Command::new(env!("CARGO_BIN_EXE_simdedup"))
+            .args([
+                "replay",
+                "--brokers",
+                &brokers(),
+                "--input-topic",
+                &t.input,
+                "--routed-partitions",
+                "4",
+            ])
+            .args([
+                "--unique-topic",
+                &u,
+                "--duplicates-topic",
+                &d,
+                "--rejected-topic",
+                &r,
+            ])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "replay {i}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_same(&t.verdicts(&u, &d), &file);
+    }
+}
+
+#[test]
+fn two_dedup_workers_split_the_partitions() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = stream(dir.path(), 20);
+    let n = 20 * sample_posts().len();
+    let file = file_verdicts(dir.path(), &input);
+    let t = Topics::new();
+    produce(&t, &input);
+    let route = t.run("route", &dir.path().join("route.log"));
+    let a = t.run("dedup", &dir.path().join("a.log"));
+    let b = t.run("dedup", &dir.path().join("b.log"));
+    let live = wait_for_all(&t, n, Duration::from_secs(240));
+    for c in [route, a, b] {
+        stop(c);
+    }
+    let assigned = |f: &str| {
+        std::fs::read_to_string(dir.path().join(f))
+            .unwrap()
+            .lines()
+            .any(|l| l.contains("Assigned([") && !l.contains("Assigned([])"))
+    };
+    assert!(
+        assigned("a.log") && assigned("b.log"),
+        "both workers should own partitions"
+    );
+    assert_same(&live, &file);
+    let _ = data("sample_posts.jsonl");
+}
