@@ -131,6 +131,7 @@ pub fn passthrough(
     use super::acks::Acks;
     use super::client::{RebalanceLog, Tag};
     use super::route::{send, settle, Out};
+    client::ensure_topics(k, &[(to, k.output_partitions as i32)])?;
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.passthrough", k.group_id))
             .create_with_context(RebalanceLog::new(from))?;

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Throughput of `simdedup run --role all` against a local tansu broker, next to a pass-through
+# baseline (`simdedup passthrough`: consume and produce the same records unchanged, same client
+# settings), measured in the same run on the same input. Rates come from the workers' `progress`
+# log lines (every 10,000 records), so start-up and the drain at the end are excluded.
+#   scripts/bench-kafka.sh [POSTS.jsonl] [COPIES]
+# Default input: ../shared/bench/weibo-dev-small/posts.jsonl, 2 copies (ids made unique per copy).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+input=${1:-../shared/bench/weibo-dev-small/posts.jsonl}
+copies=${2:-2}
+cargo build --release --locked -q
+bin=$PWD/target/release/simdedup
+work=$(mktemp -d)
+export SIMDEDUP_RUN=$work/broker
+trap 'bash scripts/broker.sh stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
+eval "$line"
+python3 - "$input" "$copies" > "$work/stream.jsonl" <<'PY'
+import json, sys
+lines = [l for l in open(sys.argv[1], encoding="utf-8").read().split("\n") if l.strip()]
+for c in range(int(sys.argv[2])):
+    for l in lines:
+        p = json.loads(l)
+        p["id"] = f"{p['id']}-{c}"
+        p["created_at"] = p["created_at"] + c * 400_000_000
+        print(json.dumps(p, ensure_ascii=False))
+PY
+n=$(wc -l < "$work/stream.jsonl")
+"$bin" produce --brokers "$SIMDEDUP_BROKERS" --topic bench.posts --partitions 8 --input "$work/stream.jsonl"
+rate() { # log file -> records/s between the first and the last progress line
+  python3 - "$1" <<'PY'
+import re, sys, datetime
+pts = []
+for l in open(sys.argv[1], encoding="utf-8", errors="replace"):
+    l = re.sub(r"\x1b\[[0-9;]*m", "", l)
+    m = re.search(r"^(\S+)Z .*progress.*records=(\d+)", l)
+    if m:
+        pts.append((datetime.datetime.fromisoformat(m.group(1)), int(m.group(2))))
+if len(pts) < 2:
+    print("n/a"); sys.exit()
+(t0, r0), (t1, r1) = pts[0], pts[-1]
+print(f"{(r1 - r0) / (t1 - t0).total_seconds():.0f}")
+PY
+}
+wait_progress() { # log file, records
+  for _ in $(seq 1 1200); do
+    grep -q "records=$2" "$1" 2>/dev/null && return 0
+    sleep 0.25
+  done
+  return 1
+}
+last=$(( (n / 10000) * 10000 ))
+"$bin" --log-level info passthrough --brokers "$SIMDEDUP_BROKERS" --from bench.posts --to bench.copy 2> "$work/pass.log" &
+pid=$!
+wait_progress "$work/pass.log" "$last" || { echo "passthrough did not finish:" >&2; tail -5 "$work/pass.log" >&2; }
+kill -TERM $pid; wait $pid || true
+"$bin" --log-level info run --role all --brokers "$SIMDEDUP_BROKERS" --group-id bench --input-topic bench.posts \
+  --routed-topic bench.routed --unique-topic bench.unique --duplicates-topic bench.dups \
+  --rejected-topic bench.rejected --changelog-topic bench.changelog 2> "$work/all.log" &
+pid=$!
+wait_progress "$work/all.log" "$last" || { echo "run --role all did not finish:" >&2; tail -5 "$work/all.log" >&2; }
+kill -TERM $pid; wait $pid || true
+p=$(rate "$work/pass.log"); a=$(rate "$work/all.log")
+echo "records: $n (8 raw partitions, 8 routed partitions, tansu with SQLite storage)"
+echo "pass-through: $p records/s"
+echo "run --role all (dedup stage): $a records/s"
+python3 -c "import sys; p,a=sys.argv[1],sys.argv[2]; print(f'ratio all/pass-through: {float(a)/float(p):.2f}' if p!='n/a' and a!='n/a' else 'ratio: n/a')" "$p" "$a"
