@@ -44,7 +44,7 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
         brokers: cluster.bootstrap_servers(),
         routed_partitions: 4,
         output_partitions: 2,
-        idle_after_ms: 300,
+        idle_after_ms: 2_000,
         ..KafkaConfig::default()
     };
     let topics = [
