@@ -276,6 +276,19 @@ impl Engine {
         std::mem::take(&mut self.pending)
     }
 
+    /// The order key a post at `at` with event time `time` gets when decided next: the
+    /// partition's watermark including this post (a post without a time takes the watermark).
+    /// Workers use it to decide posts of several partitions in the global order.
+    pub fn order_key(&self, at: Position, time: Option<EventTime>) -> OrderKey {
+        let wm = self.watermarks.get(&at.partition).copied();
+        let t = time.map(|t| t.0).or(wm).unwrap_or(0);
+        OrderKey {
+            tau: wm.map_or(t, |w| w.max(t)),
+            partition: at.partition,
+            seq: at.seq,
+        }
+    }
+
     /// Decides one post at `at`. The post is compared with the entries ordered before it that
     /// lie in its window; if unique (and not too late for the window) it becomes an entry.
     pub fn decide(
@@ -285,9 +298,9 @@ impl Engine {
         time: Option<EventTime>,
         a: &Analyzed,
     ) -> Verdict {
-        let wm = self.watermarks.get(&at.partition).copied();
-        let t = time.map(|t| t.0).or(wm).unwrap_or(0);
-        let tau = wm.map_or(t, |w| w.max(t));
+        let key = self.order_key(at, time);
+        let tau = key.tau;
+        let t = time.map_or(tau, |t| t.0);
         self.watermarks.insert(at.partition, tau);
         if let Some(min_gen) = self.min_live_generation() {
             self.stats.expired_entries += self.index.expire_before(min_gen) as u64;
@@ -304,11 +317,6 @@ impl Engine {
                 )),
             };
         }
-        let key = OrderKey {
-            tau,
-            partition: at.partition,
-            seq: at.seq,
-        };
         let min_gen = self.window.min_live_generation(tau);
         let query = Query {
             id,

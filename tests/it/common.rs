@@ -79,3 +79,30 @@ pub fn run_ok(mut c: Command) -> Output {
     );
     out
 }
+
+/// A stream of `rounds` x 23 posts built from the sample: each round re-posts the sample's texts
+/// under new ids, 10 minutes later, with a round number that makes every third post new.
+pub fn write_stream(path: &Path, rounds: usize) {
+    use std::io::Write;
+    let posts = sample_posts();
+    assert!(posts.len() > 20);
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    for r in 0..rounds {
+        for (i, p) in posts.iter().enumerate() {
+            let text = p["text"].as_str().unwrap();
+            let text = if i % 3 == 0 {
+                format!("{text} 第{}轮", r % 97)
+            } else {
+                text.to_string()
+            };
+            let t = 1_700_000_000 + (r as i64) * 600 + i as i64;
+            let id = format!("r{r}-{}", p["id"].as_str().unwrap());
+            writeln!(
+                f,
+                "{}",
+                serde_json::json!({"id": id, "text": text, "created_at": t})
+            )
+            .unwrap();
+        }
+    }
+}

@@ -116,24 +116,9 @@ impl Topics {
     }
 }
 
-/// A stream of `rounds` x 23 posts built from the sample (as in the resume test).
 fn stream(dir: &Path, rounds: usize) -> std::path::PathBuf {
-    use std::io::Write;
     let path = dir.join("stream.jsonl");
-    let posts = sample_posts();
-    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-    for r in 0..rounds {
-        for (i, p) in posts.iter().enumerate() {
-            let text = p["text"].as_str().unwrap();
-            let text = if i % 3 == 0 {
-                format!("{text} 第{}轮", r % 97)
-            } else {
-                text.to_string()
-            };
-            let t = 1_700_000_000 + (r as i64) * 600 + i as i64;
-            writeln!(f, "{}", serde_json::json!({"id": format!("r{r}-{}", p["id"].as_str().unwrap()), "text": text, "created_at": t})).unwrap();
-        }
-    }
+    crate::common::write_stream(&path, rounds);
     path
 }
 

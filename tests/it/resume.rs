@@ -1,7 +1,6 @@
 //! Durable state: a second run continues the window, and a run killed with SIGKILL resumes from
 //! its checkpoint with exactly the outputs of an uninterrupted run.
 
-use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -40,32 +39,11 @@ fn second_run_with_same_state_dir_continues_the_window() {
     assert_eq!(cluster_of(&fresh.dups, "p02"), None);
 }
 
-/// A larger stream built from the sample: each round re-posts the sample's texts under new ids,
-/// a day later, with a round number that makes some posts new.
-fn write_stream(path: &Path, rounds: usize) {
-    let posts = crate::common::sample_posts();
-    assert!(posts.len() > 20);
-    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
-    for r in 0..rounds {
-        for (i, p) in posts.iter().enumerate() {
-            let text = p["text"].as_str().unwrap();
-            let text = if i % 3 == 0 {
-                format!("{text} 第{}轮", r % 97)
-            } else {
-                text.to_string()
-            };
-            let t = 1_700_000_000 + (r as i64) * 600 + i as i64;
-            let line = serde_json::json!({"id": format!("r{r}-{}", p["id"].as_str().unwrap()), "text": text, "created_at": t});
-            writeln!(f, "{line}").unwrap();
-        }
-    }
-}
-
 #[test]
 fn killed_run_resumes_with_identical_outputs() {
     let dir = tempfile::tempdir().unwrap();
     let input = dir.path().join("stream.jsonl");
-    write_stream(&input, 10_000);
+    crate::common::write_stream(&input, 10_000);
     let cfg = dir.path().join("cfg.toml");
     std::fs::write(
         &cfg,

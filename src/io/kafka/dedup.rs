@@ -413,19 +413,14 @@ impl<'a> Worker<'a> {
     fn head_key(&self, p: u32) -> Option<OrderKey> {
         let o = self.owned.get(&p).filter(|o| o.started)?;
         let (offset, post) = o.buf.front()?;
-        let wm = self.engine.watermarks().get(&p).copied();
-        let t = post
-            .as_ref()
-            .ok()
-            .and_then(|r| r.created_at)
-            .map(|t| t.0)
-            .or(wm)
-            .unwrap_or(0);
-        Some(OrderKey {
-            tau: wm.map_or(t, |w| w.max(t)),
-            partition: p,
-            seq: *offset,
-        })
+        let time = post.as_ref().ok().and_then(|r| r.created_at);
+        Some(self.engine.order_key(
+            Position {
+                partition: p,
+                seq: *offset,
+            },
+            time,
+        ))
     }
 
     fn bound(&self, q: u32) -> Bound {

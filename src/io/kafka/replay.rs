@@ -182,20 +182,14 @@ pub fn run(
 fn next_partition(engine: &Engine, queues: &[VecDeque<(u64, Raw, Analyzed)>]) -> Option<usize> {
     let key = |p: usize| -> Option<OrderKey> {
         let (seq, r, _) = queues[p].front()?;
-        let wm = engine.watermarks().get(&(p as u32)).copied();
-        let t = r
-            .post
-            .as_ref()
-            .ok()
-            .and_then(|x| x.created_at)
-            .map(|t| t.0)
-            .or(wm)
-            .unwrap_or(0);
-        Some(OrderKey {
-            tau: wm.map_or(t, |w| w.max(t)),
-            partition: p as u32,
-            seq: *seq,
-        })
+        let time = r.post.as_ref().ok().and_then(|x| x.created_at);
+        Some(engine.order_key(
+            Position {
+                partition: p as u32,
+                seq: *seq,
+            },
+            time,
+        ))
     };
     (0..queues.len())
         .filter_map(|p| key(p).map(|k| (k, p)))
