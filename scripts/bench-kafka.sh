@@ -12,8 +12,9 @@ copies=${2:-2}
 cargo build --release --locked -q
 bin=$PWD/target/release/simdedup
 work=$(mktemp -d)
+echo "work dir: $work" >&2
 export SIMDEDUP_RUN=$work/broker
-trap 'bash scripts/broker.sh stop >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+trap 'bash scripts/broker.sh stop >/dev/null 2>&1 || true; [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"' EXIT
 line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
 eval "$line"
 python3 - "$input" "$copies" > "$work/stream.jsonl" <<'PY'

@@ -482,6 +482,17 @@ impl<'a> Worker<'a> {
             return Ok(());
         };
         self.stats.records += 1;
+        if self.stats.records.is_multiple_of(10_000) {
+            let s = &self.stats;
+            let index = self.engine.index().len();
+            tracing::info!(
+                records = s.records,
+                unique = s.unique,
+                duplicates = s.duplicates,
+                index,
+                "progress"
+            );
+        }
         self.rec.clear();
         let (topic, key) = match post {
             Err(detail) => {

@@ -153,27 +153,32 @@ pub fn passthrough(
                 stored.insert(p, done);
             }
         }
-        let Some(m) = consumer.poll(Duration::from_millis(50)) else {
-            continue;
-        };
-        let Ok(m) = m else { continue };
-        let (p, o) = (m.partition() as u32, m.offset() as u64);
-        acks.register(p, o, 1);
-        let tag = Tag::Record {
-            partition: p,
-            offset: o,
-        };
-        let out = Out {
-            topic: to,
-            partition: None,
-            key: m.key().unwrap_or_default(),
-            payload: m.payload().unwrap_or_default(),
-            tag,
-        };
-        send(&producer, &deliveries, &mut acks, out)?;
-        n += 1;
-        if n.is_multiple_of(10_000) {
-            tracing::info!(records = n, "progress");
+        // Drain what is there (up to a batch) before settling and storing offsets, as the stages do.
+        let mut wait = Duration::from_millis(50);
+        for _ in 0..4096 {
+            let Some(Ok(m)) = consumer.poll(wait) else {
+                break;
+            };
+            wait = Duration::ZERO;
+            let (p, o) = (m.partition() as u32, m.offset() as u64);
+            acks.register(p, o, 1);
+            let tag = Tag::Record {
+                partition: p,
+                offset: o,
+            };
+            let key = m.key().unwrap_or_default();
+            let out = Out {
+                topic: to,
+                partition: None,
+                key,
+                payload: m.payload().unwrap_or_default(),
+                tag,
+            };
+            send(&producer, &deliveries, &mut acks, out)?;
+            n += 1;
+            if n.is_multiple_of(10_000) {
+                tracing::info!(records = n, "progress");
+            }
         }
     }
     producer.flush(Duration::from_secs(30))?;
