@@ -353,16 +353,7 @@ fn dedup(a: DedupArgs) -> CmdResult {
         }
     }
     let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal exits at once; the first asks for a clean checkpoint.
-        let _ = signal_hook::flag::register_conditional_shutdown(
-            sig,
-            EXIT_INTERRUPTED as i32,
-            Arc::clone(&stop),
-        );
-        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
-    }
+    let stop = stop_flag();
     let job = FileJob {
         input: a.input,
         unique_out: a.unique_out,
@@ -505,15 +496,7 @@ fn run_stream(a: RunArgs) -> CmdResult {
     if k.routed_partitions == 0 {
         return Err(usage("--routed-partitions must be at least 1"));
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register_conditional_shutdown(
-            sig,
-            EXIT_INTERRUPTED as i32,
-            Arc::clone(&stop),
-        );
-        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
-    }
+    let stop = stop_flag();
     let kc = cfg.kafka.clone();
     let out_parts = kc.output_partitions as i32;
     let topics = [
@@ -612,10 +595,7 @@ fn passthrough(a: PassthroughArgs) -> CmdResult {
         group_id: a.group_id,
         ..Default::default()
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
-    }
+    let stop = stop_flag();
     let n = crate::io::kafka::tools::passthrough(&k, &a.from, &a.to, &stop)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!("simdedup: passed {n} records from {} to {}", a.from, a.to);
@@ -660,4 +640,20 @@ fn replay(a: ReplayArgs) -> CmdResult {
         st.records, st.unique, st.duplicates, st.rejected
     );
     Ok(EXIT_OK)
+}
+
+/// The stop flag of a long-running command: the first SIGINT/SIGTERM sets it (finish, flush,
+/// checkpoint or commit), a second one exits at once with `EXIT_INTERRUPTED`.
+fn stop_flag() -> Arc<AtomicBool> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // Registered first, so it sees the flag as the previous signal left it.
+        let _ = signal_hook::flag::register_conditional_shutdown(
+            sig,
+            EXIT_INTERRUPTED as i32,
+            Arc::clone(&stop),
+        );
+        let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
+    }
+    stop
 }

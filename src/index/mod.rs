@@ -163,20 +163,6 @@ impl Index {
             .and_then(|s| s.entries.get(r.slot as usize))
     }
 
-    /// Entries of one generation in insertion order.
-    pub fn entries(&self, gen: i64) -> &[Entry] {
-        self.segment(gen)
-            .map(|s| s.entries.as_slice())
-            .unwrap_or(&[])
-    }
-
-    /// SimHash bucket sizes over all tables and generations (for `inspect`).
-    pub fn bucket_sizes(&self) -> impl Iterator<Item = usize> + '_ {
-        self.segments
-            .iter()
-            .flat_map(|s| s.tables.iter().flat_map(|t| t.values().map(Vec::len)))
-    }
-
     /// Whether generation `gen` already holds an entry with this key (replicated entries can
     /// arrive twice).
     pub fn contains(&self, gen: i64, key: &OrderKey) -> bool {

@@ -4,21 +4,12 @@
 use crate::app::config::Config;
 use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
 use crate::input::Decoder;
-use crate::io::records;
+use crate::io::records::{self, Decided};
 use crate::text::tokenize::Tokenizer;
 use crate::types::{PostId, RejectReason, Rejection};
 use crate::verify::Method;
 
-/// Which output a record goes to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sink {
-    /// Unique posts.
-    Unique,
-    /// Duplicate-cluster events.
-    Duplicate,
-    /// Rejected records.
-    Rejected,
-}
+pub use crate::io::records::Sink;
 
 /// The outcome of one record, formatted.
 #[derive(Debug)]
@@ -59,8 +50,7 @@ pub struct Processor<'t> {
     analyzer: Analyzer<'t>,
     engine: Engine,
     analyzed: Analyzed,
-    enrich: bool,
-    enrich_key: String,
+    output: crate::app::config::OutputConfig,
     max_future_secs: i64,
     now: i64,
 }
@@ -74,8 +64,7 @@ impl<'t> Processor<'t> {
             analyzer: Analyzer::new(tokenizer),
             engine,
             analyzed: Analyzed::default(),
-            enrich: cfg.output.enrich,
-            enrich_key: cfg.output.enrich_key.clone(),
+            output: cfg.output.clone(),
             max_future_secs: cfg.window.max_future_secs,
             now,
         }
@@ -105,40 +94,29 @@ impl<'t> Processor<'t> {
             Err(r) => return self.reject(out, r, line_no, line),
         };
         out.id = Some(post.id.clone());
-        if let Some(t) = post.created_at {
-            if self.max_future_secs > 0 && t.0 > self.now + self.max_future_secs {
-                let r = Rejection::new(
-                    RejectReason::FutureTime,
-                    format!("created_at {} is ahead of the clock", t.0),
-                );
-                return self.reject(out, r, line_no, line);
-            }
+        if let Some(r) = future_time(post.created_at, self.now, self.max_future_secs) {
+            return self.reject(out, r, line_no, line);
         }
         self.analyzer.analyze(&post.text, &mut self.analyzed);
         let at = Position { partition: 0, seq };
-        match self
+        let v = self
             .engine
-            .decide(at, &post.id, post.created_at, &self.analyzed)
-        {
-            Verdict::Unique { empty, .. } => {
-                out.sink = Sink::Unique;
-                out.empty = empty;
-                records::unique_record(
-                    &mut out.record,
-                    line,
-                    Some(&self.analyzed),
-                    empty,
-                    self.enrich,
-                    &self.enrich_key,
-                );
-            }
+            .decide(at, &post.id, post.created_at, &self.analyzed);
+        let decided = Decided {
+            id: &post.id,
+            created_at: post.created_at,
+            raw: line,
+            analyzed: &self.analyzed,
+            line: line_no,
+        };
+        out.sink = records::verdict_record(&mut out.record, &v, &decided, &self.output);
+        match v {
+            Verdict::Unique { empty, .. } => out.empty = empty,
             Verdict::Duplicate(d) => {
-                out.sink = Sink::Duplicate;
-                records::duplicate_record(&mut out.record, &post.id, post.created_at, &d);
                 out.method = Some(d.matched_by.method);
                 out.cluster = Some(d.cluster);
             }
-            Verdict::Rejected(r) => self.reject(out, r, line_no, line),
+            Verdict::Rejected(r) => out.reason = Some(r.reason),
         }
     }
 

@@ -10,8 +10,20 @@
 
 use serde::Serialize;
 
-use crate::engine::{Analyzed, Duplicate};
+use crate::app::config::OutputConfig;
+use crate::engine::{Analyzed, Duplicate, Verdict};
 use crate::types::{EventTime, PostId, Rejection};
+
+/// Which output a record goes to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sink {
+    /// Unique posts.
+    Unique,
+    /// Duplicate-cluster events.
+    Duplicate,
+    /// Rejected records.
+    Rejected,
+}
 
 /// Schema tag of unique-post enrichment.
 pub const UNIQUE_SCHEMA: &str = "simdedup.unique.v1";
@@ -133,6 +145,50 @@ pub fn rejected_record(
         raw: String::from_utf8_lossy(raw),
     };
     let _ = serde_json::to_writer(out, &rec);
+}
+
+/// A decided post, as every front end formats it.
+pub struct Decided<'a> {
+    /// The post's id.
+    pub id: &'a PostId,
+    /// Its event time.
+    pub created_at: Option<EventTime>,
+    /// The original input record.
+    pub raw: &'a [u8],
+    /// Its analysis (for enrichment).
+    pub analyzed: &'a Analyzed,
+    /// Its position for rejected records: line number, or offset + 1.
+    pub line: u64,
+}
+
+/// Appends the output record of a verdict to `out` (cleared by the caller) and returns its sink.
+pub fn verdict_record(
+    out: &mut Vec<u8>,
+    v: &Verdict,
+    post: &Decided<'_>,
+    cfg: &OutputConfig,
+) -> Sink {
+    match v {
+        Verdict::Unique { empty, .. } => {
+            unique_record(
+                out,
+                post.raw,
+                Some(post.analyzed),
+                *empty,
+                cfg.enrich,
+                &cfg.enrich_key,
+            );
+            Sink::Unique
+        }
+        Verdict::Duplicate(d) => {
+            duplicate_record(out, post.id, post.created_at, d);
+            Sink::Duplicate
+        }
+        Verdict::Rejected(r) => {
+            rejected_record(out, r, Some(post.id), post.line, post.raw);
+            Sink::Rejected
+        }
+    }
 }
 
 fn round4(x: f32) -> f32 {

@@ -129,11 +129,6 @@ impl Tokenizer {
         }
     }
 
-    /// The configured weighting.
-    pub fn weighting(&self) -> Weighting {
-        self.weighting
-    }
-
     /// Segments `normalized` and appends its distinct non-stopword tokens to `out` (cleared first),
     /// in order of first occurrence, with weights per the configured scheme.
     pub fn tokenize(&self, normalized: &str, out: &mut Vec<WeightedToken>) {

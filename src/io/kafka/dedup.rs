@@ -32,9 +32,9 @@ use super::wire::{
 };
 use super::{KafkaConfig, KafkaError};
 use crate::app::config::Config;
-use crate::engine::{Engine, Position, Verdict};
+use crate::engine::{Engine, Position};
 use crate::index::OrderKey;
-use crate::io::records;
+use crate::io::records::{self, Decided, Sink};
 use crate::types::{RejectReason, Rejection};
 
 /// Counters of a dedup worker.
@@ -550,35 +550,23 @@ impl<'a> Worker<'a> {
             partition: p,
             seq: offset,
         };
-        let out = &self.cfg.output;
-        let key = post.id.0.as_bytes().to_vec();
-        match self
+        let v = self
             .engine
-            .decide(at, &post.id, post.created_at, &post.analyzed)
-        {
-            Verdict::Unique { empty, .. } => {
-                records::unique_record(
-                    &mut self.rec,
-                    &post.raw,
-                    Some(&post.analyzed),
-                    empty,
-                    out.enrich,
-                    &out.enrich_key,
-                );
-                self.stats.unique += 1;
-                (self.k.unique_topic.as_str(), key)
-            }
-            Verdict::Duplicate(d) => {
-                records::duplicate_record(&mut self.rec, &post.id, post.created_at, &d);
-                self.stats.duplicates += 1;
-                (self.k.duplicates_topic.as_str(), key)
-            }
-            Verdict::Rejected(r) => {
-                records::rejected_record(&mut self.rec, &r, Some(&post.id), offset + 1, &post.raw);
-                self.stats.rejected += 1;
-                (self.k.rejected_topic.as_str(), key)
-            }
+            .decide(at, &post.id, post.created_at, &post.analyzed);
+        let decided = Decided {
+            id: &post.id,
+            created_at: post.created_at,
+            raw: &post.raw,
+            analyzed: &post.analyzed,
+            line: offset + 1,
+        };
+        let sink = records::verdict_record(&mut self.rec, &v, &decided, &self.cfg.output);
+        match sink {
+            Sink::Unique => self.stats.unique += 1,
+            Sink::Duplicate => self.stats.duplicates += 1,
+            Sink::Rejected => self.stats.rejected += 1,
         }
+        (self.k.topic_for(sink), post.id.0.as_bytes().to_vec())
     }
 
     /// Publishes a progress marker for each owned partition whose bound changed, at most every

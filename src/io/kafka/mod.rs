@@ -81,6 +81,18 @@ impl Default for KafkaConfig {
     }
 }
 
+impl KafkaConfig {
+    /// The output topic of a sink.
+    pub fn topic_for(&self, sink: crate::io::records::Sink) -> &str {
+        use crate::io::records::Sink;
+        match sink {
+            Sink::Unique => &self.unique_topic,
+            Sink::Duplicate => &self.duplicates_topic,
+            Sink::Rejected => &self.rejected_topic,
+        }
+    }
+}
+
 /// Kafka-side failures. All are fatal for the worker: offsets already stored cover only fully
 /// delivered outputs, so a restart resumes without loss.
 #[derive(Debug, thiserror::Error)]

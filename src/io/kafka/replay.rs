@@ -20,11 +20,11 @@ use super::client::{self, QuietContext, Tag};
 use super::route::{send, settle, Out};
 use super::{KafkaConfig, KafkaError};
 use crate::app::config::Config;
-use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
+use crate::engine::{Analyzed, Analyzer, Engine, Position};
 use crate::index::OrderKey;
 use crate::input::{Decoded, Decoder};
 use crate::io::process::{future_time, now_secs};
-use crate::io::records;
+use crate::io::records::{self, Decided, Sink};
 use crate::routing::Router;
 use crate::text::tokenize::Tokenizer;
 use crate::types::Rejection;
@@ -136,36 +136,21 @@ pub fn run(
             partition: p as u32,
             seq,
         };
-        let topic = match engine.decide(at, &post.id, post.created_at, &a) {
-            Verdict::Unique { empty, .. } => {
-                records::unique_record(
-                    &mut rec,
-                    &r.line,
-                    Some(&a),
-                    empty,
-                    cfg.output.enrich,
-                    &cfg.output.enrich_key,
-                );
-                stats.unique += 1;
-                &k.unique_topic
-            }
-            Verdict::Duplicate(d) => {
-                records::duplicate_record(&mut rec, &post.id, post.created_at, &d);
-                stats.duplicates += 1;
-                &k.duplicates_topic
-            }
-            Verdict::Rejected(rj) => {
-                records::rejected_record(
-                    &mut rec,
-                    &rj,
-                    Some(&post.id),
-                    r.offset as u64 + 1,
-                    &r.line,
-                );
-                stats.rejected += 1;
-                &k.rejected_topic
-            }
+        let v = engine.decide(at, &post.id, post.created_at, &a);
+        let decided = Decided {
+            id: &post.id,
+            created_at: post.created_at,
+            raw: &r.line,
+            analyzed: &a,
+            line: r.offset as u64 + 1,
         };
+        let sink = records::verdict_record(&mut rec, &v, &decided, &cfg.output);
+        match sink {
+            Sink::Unique => stats.unique += 1,
+            Sink::Duplicate => stats.duplicates += 1,
+            Sink::Rejected => stats.rejected += 1,
+        }
+        let topic = k.topic_for(sink);
         engine.take_changes();
         emit(topic, post.id.0.as_bytes(), &rec, &mut acks)?;
     }

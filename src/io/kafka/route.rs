@@ -305,7 +305,9 @@ pub(crate) fn settle(
     Ok(())
 }
 
-fn store_offsets(
+/// Stores, per assigned partition, the last offset whose outputs (and all earlier ones') are
+/// acknowledged.
+pub(crate) fn store_offsets(
     consumer: &BaseConsumer<RebalanceLog>,
     topic: &str,
     acks: &Acks,

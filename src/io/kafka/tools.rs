@@ -130,7 +130,7 @@ pub fn passthrough(
 ) -> Result<u64, KafkaError> {
     use super::acks::Acks;
     use super::client::{RebalanceLog, Tag};
-    use super::route::{send, settle, Out};
+    use super::route::{send, settle, store_offsets, Out};
     client::ensure_topics(k, &[(to, k.output_partitions as i32)])?;
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.passthrough", k.group_id))
@@ -142,17 +142,7 @@ pub fn passthrough(
     let mut n = 0u64;
     while !stop.load(std::sync::atomic::Ordering::Relaxed) {
         settle(&deliveries, &mut acks, &mut |_, _| {})?;
-        for p in consumer
-            .assignment()?
-            .elements()
-            .iter()
-            .map(|e| e.partition() as u32)
-        {
-            if let Some(done) = acks.done_through(p).filter(|d| stored.get(&p) != Some(d)) {
-                consumer.store_offset(from, p as i32, done as i64)?; // commits done + 1
-                stored.insert(p, done);
-            }
-        }
+        store_offsets(&consumer, from, &acks, &mut stored)?;
         // Drain what is there (up to a batch) before settling and storing offsets, as the stages do.
         let mut wait = Duration::from_millis(50);
         for _ in 0..4096 {
