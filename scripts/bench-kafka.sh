@@ -51,19 +51,36 @@ wait_progress() { # log file, records
   done
   return 1
 }
+cpu() { # CPU seconds (user + system) used so far by process $1
+  awk -v hz="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / hz }' "/proc/$1/stat"
+}
+broker=$(cat "$SIMDEDUP_RUN/broker.pid")
 last=$(( (n / 10000) * 10000 ))
+b0=$(cpu "$broker")
 "$bin" --log-level info passthrough --brokers "$SIMDEDUP_BROKERS" --from bench.posts --to bench.copy 2> "$work/pass.log" &
 pid=$!
 wait_progress "$work/pass.log" "$last" || { echo "passthrough did not finish:" >&2; tail -5 "$work/pass.log" >&2; }
+pass_cpu=$(cpu $pid); b1=$(cpu "$broker")
 kill -TERM $pid; wait $pid || true
+b2=$(cpu "$broker")
 "$bin" --log-level info run --role all --brokers "$SIMDEDUP_BROKERS" --group-id bench --input-topic bench.posts \
   --routed-topic bench.routed --unique-topic bench.unique --duplicates-topic bench.dups \
   --rejected-topic bench.rejected --changelog-topic bench.changelog 2> "$work/all.log" &
 pid=$!
 wait_progress "$work/all.log" "$last" || { echo "run --role all did not finish:" >&2; tail -5 "$work/all.log" >&2; }
+all_cpu=$(cpu $pid); b3=$(cpu "$broker")
 kill -TERM $pid; wait $pid || true
 p=$(rate "$work/pass.log"); a=$(rate "$work/all.log")
 echo "records: $n (8 raw partitions, 8 routed partitions, tansu with SQLite storage)"
 echo "pass-through: $p records/s"
 echo "run --role all (dedup stage): $a records/s"
 python3 -c "import sys; p,a=sys.argv[1],sys.argv[2]; print(f'ratio all/pass-through: {float(a)/float(p):.2f}' if p!='n/a' and a!='n/a' else 'ratio: n/a')" "$p" "$a"
+# CPU per 1,000 records: where the time goes on a machine where the broker shares the cores.
+python3 - "$n" "$pass_cpu" "$b0" "$b1" "$all_cpu" "$b2" "$b3" <<'PY'
+import sys
+n = int(sys.argv[1]); pw, b0, b1, aw, b2, b3 = map(float, sys.argv[2:])
+pb, ab = b1 - b0, b3 - b2
+k = n / 1000
+print(f"CPU s per 1,000 records: pass-through worker {pw / k:.3f}, broker {pb / k:.3f}; "
+      f"run --role all worker {aw / k:.3f}, broker {ab / k:.3f}")
+PY

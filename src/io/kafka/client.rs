@@ -101,6 +101,10 @@ pub enum Tag {
         /// Input offset.
         offset: u64,
     },
+    /// A batch of index entries on the changelog. It credits no input: a progress marker written
+    /// after it on the same changelog partition is acknowledged only once the batch is, and input
+    /// offsets are stored only behind acknowledged markers (idempotent, ordered producer).
+    Changelog,
     /// A progress marker of a dedup partition covering inputs through `last_offset`.
     Marker {
         /// Routed partition.

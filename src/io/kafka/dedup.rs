@@ -121,7 +121,12 @@ struct Worker<'a> {
     /// a partition taken over starts only once the reader has read it back, so every marker the
     /// previous owner wrote before is known (high watermarks are not reliable on every broker).
     sync_nonce: Option<u64>,
+    /// Index entries decided but not yet sent to the changelog.
+    unsent: Vec<(i64, crate::index::Entry)>,
 }
+
+/// Index entries per changelog record, at most.
+const CHANGELOG_BATCH: usize = 512;
 
 /// Partition number of sync records on the changelog (no routed partition has it).
 const SYNC_PARTITION: u32 = u32::MAX;
@@ -163,6 +168,7 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         stats: DedupStats::default(),
         rec: Vec::with_capacity(1024),
         sync_nonce: None,
+        unsent: Vec::new(),
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let t = Instant::now();
@@ -226,9 +232,11 @@ impl<'a> Worker<'a> {
                 }
             };
             match decode_changelog(m.payload().unwrap_or_default()) {
-                Ok(ChangelogRecord::Entry { gen, entry }) => {
-                    self.stats.applied += 1;
-                    self.engine.apply(gen, entry);
+                Ok(ChangelogRecord::Entries(entries)) => {
+                    for (gen, entry) in entries {
+                        self.stats.applied += 1;
+                        self.engine.apply(gen, entry);
+                    }
                 }
                 Ok(ChangelogRecord::Marker(mk)) => self.note_marker(mk),
                 Err(e) => {
@@ -451,8 +459,15 @@ impl<'a> Worker<'a> {
         })
     }
 
-    /// Decides every record that is next in the global order; returns how many.
+    /// Decides every record that is next in the global order; returns how many. Their index
+    /// entries are on their way to the changelog when it returns.
     fn decide_ready(&mut self, c: &Clients) -> Result<usize, KafkaError> {
+        let n = self.decide_next(c)?;
+        self.flush_changelog(c)?;
+        Ok(n)
+    }
+
+    fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
         let mut n = 0;
         loop {
             let Some((p, key)) = self
@@ -506,9 +521,8 @@ impl<'a> Worker<'a> {
             }
             Ok(post) => self.verdict(p, offset, &post),
         };
-        let k = self.k;
-        let changes = self.engine.take_changes();
-        self.acks.register(p, offset, 1 + changes.len() as u32);
+        self.unsent.extend(self.engine.take_changes());
+        self.acks.register(p, offset, 1);
         let tag = Tag::Record {
             partition: p,
             offset,
@@ -525,16 +539,8 @@ impl<'a> Worker<'a> {
                 tag,
             },
         )?;
-        for (gen, entry) in changes {
-            let value = encode_changelog(&ChangelogRecord::Entry { gen, entry });
-            let out = Out {
-                topic: &k.changelog_topic,
-                partition: Some(0),
-                key: &[],
-                payload: &value,
-                tag,
-            };
-            send(&c.producer, &c.deliveries, &mut self.acks, out)?;
+        if self.unsent.len() >= CHANGELOG_BATCH {
+            self.flush_changelog(c)?;
         }
         let tau = self.engine.watermarks().get(&p).copied().unwrap_or(0);
         if let Some(o) = self.owned.get_mut(&p) {
@@ -569,9 +575,27 @@ impl<'a> Worker<'a> {
         (self.k.topic_for(sink), post.id.0.as_bytes().to_vec())
     }
 
+    /// Sends the unsent index entries as one changelog record.
+    fn flush_changelog(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        if self.unsent.is_empty() {
+            return Ok(());
+        }
+        let value = encode_changelog(&ChangelogRecord::Entries(std::mem::take(&mut self.unsent)));
+        let out = Out {
+            topic: &self.k.changelog_topic,
+            partition: Some(0),
+            key: &[],
+            payload: &value,
+            tag: Tag::Changelog,
+        };
+        send(&c.producer, &c.deliveries, &mut self.acks, out)
+    }
+
     /// Publishes a progress marker for each owned partition whose bound changed, at most every
-    /// `marker_interval_ms` (immediately when this worker is waiting).
+    /// `marker_interval_ms` (immediately when this worker is waiting). Entries go first: a marker
+    /// vouches for every entry before it on the changelog.
     fn publish_markers(&mut self, c: &Clients, waiting: bool) -> Result<(), KafkaError> {
+        self.flush_changelog(c)?;
         let interval = Duration::from_millis(self.k.marker_interval_ms);
         let parts: Vec<u32> = self.owned.keys().copied().collect();
         for p in parts {

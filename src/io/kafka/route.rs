@@ -296,6 +296,7 @@ pub(crate) fn settle(
         }
         match d.tag {
             Tag::Record { partition, offset } => acks.ack(partition, offset),
+            Tag::Changelog => {}
             Tag::Marker {
                 partition,
                 last_offset,

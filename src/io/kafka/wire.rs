@@ -116,13 +116,10 @@ pub struct Marker {
 /// One changelog record.
 #[derive(Debug, PartialEq)]
 pub enum ChangelogRecord {
-    /// An index entry decided by some partition.
-    Entry {
-        /// Its generation.
-        gen: i64,
-        /// The entry.
-        entry: Entry,
-    },
+    /// Index entries decided by some partitions, as (generation, entry), in decision order. A
+    /// worker batches the entries of many decisions into one record: the broker's cost is per
+    /// record, and a marker written after the batch still covers every entry in it.
+    Entries(Vec<(i64, Entry)>),
     /// A progress marker.
     Marker(Marker),
 }
@@ -132,10 +129,13 @@ pub fn encode_changelog(rec: &ChangelogRecord) -> Vec<u8> {
     let mut out = Vec::with_capacity(128);
     out.extend_from_slice(CHANGELOG_MAGIC);
     match rec {
-        ChangelogRecord::Entry { gen, entry } => {
-            out.push(1);
-            out.extend_from_slice(&gen.to_le_bytes());
-            entry.encode(&mut out);
+        ChangelogRecord::Entries(entries) => {
+            out.push(3);
+            out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+            for (gen, entry) in entries {
+                out.extend_from_slice(&gen.to_le_bytes());
+                entry.encode(&mut out);
+            }
         }
         ChangelogRecord::Marker(m) => {
             out.push(2);
@@ -156,13 +156,24 @@ pub fn decode_changelog(buf: &[u8]) -> Result<ChangelogRecord, WireError> {
     let err = || WireError("changelog");
     let mut r = Reader(buf.strip_prefix(CHANGELOG_MAGIC).ok_or_else(err)?);
     match r.u8().ok_or_else(err)? {
-        1 => {
-            let gen = r.u64().ok_or_else(err)? as i64;
-            let (entry, rest) = Entry::decode(r.0).map_err(|_| err())?;
-            if !rest.is_empty() {
+        // 1: a single entry (written by earlier versions); 3: a batch.
+        kind @ (1 | 3) => {
+            let n = if kind == 1 {
+                1
+            } else {
+                r.u32().ok_or_else(err)?
+            };
+            let mut entries = Vec::with_capacity(n.min(4096) as usize);
+            for _ in 0..n {
+                let gen = r.u64().ok_or_else(err)? as i64;
+                let (entry, rest) = Entry::decode(r.0).map_err(|_| err())?;
+                r.0 = rest;
+                entries.push((gen, entry));
+            }
+            if !r.0.is_empty() {
                 return Err(err());
             }
-            Ok(ChangelogRecord::Entry { gen, entry })
+            Ok(ChangelogRecord::Entries(entries))
         }
         2 => {
             let partition = r.u32().ok_or_else(err)?;
@@ -268,23 +279,23 @@ mod tests {
         });
         assert_eq!(decode_changelog(&encode_changelog(&m)).unwrap(), m);
         let text = "测试文本";
-        let e = ChangelogRecord::Entry {
-            gen: -2,
-            entry: Entry {
-                id: PostId("x".into()),
-                key: OrderKey {
-                    tau: 5,
-                    partition: 1,
-                    seq: 2,
-                },
-                time: EventTime(5),
-                fingerprint: Fingerprint(9),
-                chars: text.chars().collect(),
-                text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
-                tokens: vec![1, 2].into(),
+        let entry = |seq| Entry {
+            id: PostId("x".into()),
+            key: OrderKey {
+                tau: 5,
+                partition: 1,
+                seq,
             },
+            time: EventTime(5),
+            fingerprint: Fingerprint(9),
+            chars: text.chars().collect(),
+            text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
+            tokens: vec![1, 2].into(),
         };
-        assert_eq!(decode_changelog(&encode_changelog(&e)).unwrap(), e);
+        let e = ChangelogRecord::Entries(vec![(-2, entry(2)), (7, entry(3))]);
+        let buf = encode_changelog(&e);
+        assert_eq!(decode_changelog(&buf).unwrap(), e);
+        assert!(decode_changelog(&buf[..buf.len() - 1]).is_err());
         assert!(decode_changelog(b"junk").is_err());
     }
 }
