@@ -75,6 +75,9 @@ pub enum Command {
     /// Score the engine on a labelled stream (truth.jsonl as in the benchmark).
     #[command(after_help = EVAL_EXAMPLES)]
     Eval(EvalArgs),
+    /// Check the configuration and print it as TOML, secrets redacted (exit 2 if invalid).
+    #[command(after_help = CHECK_CONFIG_HELP)]
+    CheckConfig(ConfigArgs),
 }
 
 const DEDUP_EXAMPLES: &str = "Examples:
@@ -150,10 +153,24 @@ const EVAL_EXAMPLES: &str = "Example:
 /// Options shared by commands that build an engine.
 #[derive(Debug, Args)]
 pub struct ConfigArgs {
-    /// TOML config file (see config/default.toml); compiled defaults when absent.
+    /// TOML config file over the compiled defaults (keys as in config/default.toml); repeat it
+    /// to layer files, later ones win. `SIMDEDUP_<SECTION>__<KEY>` variables override the files.
     #[arg(long, env = "SIMDEDUP_CONFIG")]
-    pub config: Option<PathBuf>,
+    pub config: Vec<PathBuf>,
 }
+
+const CHECK_CONFIG_HELP: &str = "Layers, later wins: compiled defaults (= config/default.toml), \
+--config files in order, SIMDEDUP_<SECTION>__<KEY> variables (`__` separates the key path; \
+in [kafka.consumer]/[kafka.producer] `_` becomes `.`), then the flags of run/replay.
+
+Examples:
+  simdedup check-config --config config/local.toml
+  SIMDEDUP_INDEX__BLOCKS=5 SIMDEDUP_KAFKA__CONSUMER__SASL_PASSWORD=s3cret \\
+      simdedup check-config --config base.toml --config site.toml
+
+Prints the effective configuration as TOML on stdout (secret librdkafka values shown as
+\"<redacted>\", pinned librdkafka settings that are overridden listed as comments).
+Exit 0 if valid, 2 with the file or variable and the key if not.";
 
 /// `dedup` options.
 #[derive(Debug, Args)]
@@ -303,11 +320,23 @@ pub struct EvalArgs {
     pub config: ConfigArgs,
 }
 
+/// Defaults <- `--config` files <- `SIMDEDUP_*__*` variables; callers apply their flags last.
 fn load_config(args: &ConfigArgs) -> Result<Config, String> {
-    match &args.config {
-        Some(p) => Config::from_file(p).map_err(|e| e.to_string()),
-        None => Ok(Config::default()),
+    crate::app::layers::load(&args.config, std::env::vars_os())
+        .map(|l| l.config)
+        .map_err(|e| e.to_string())
+}
+
+fn check_config(a: ConfigArgs) -> CmdResult {
+    let loaded = crate::app::layers::load(&a.config, std::env::vars_os())
+        .map_err(|e| usage(e.to_string()))?;
+    let c = &loaded.config;
+    c.stopwords().map_err(|e| usage(e.to_string()))?;
+    if c.kafka.routed_partitions == 0 {
+        return Err(usage("key `kafka.routed_partitions`: must be at least 1"));
     }
+    print!("{}", loaded.render().map_err(|e| (EXIT_FAILURE, e))?);
+    Ok(EXIT_OK)
 }
 
 fn build_tokenizer(cfg: &Config) -> Result<Tokenizer, String> {
@@ -325,6 +354,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Export(a) => export(a),
         Command::Passthrough(a) => passthrough(a),
         Command::Eval(a) => run_eval(a),
+        Command::CheckConfig(a) => check_config(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -474,26 +504,37 @@ fn print_report(r: &eval::Report) {
     println!("engine rate {:.0} posts/s", r.posts_per_sec);
 }
 
-fn run_stream(a: RunArgs) -> CmdResult {
-    let mut cfg = load_config(&a.config).map_err(usage)?;
+/// The configuration of `run`: defaults <- files <- `env` <- `run`'s flags.
+pub(crate) fn run_config<I>(a: &RunArgs, env: I) -> Result<Config, String>
+where
+    I: IntoIterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+{
+    let mut cfg = crate::app::layers::load(&a.config.config, env)
+        .map_err(|e| e.to_string())?
+        .config;
     let k = &mut cfg.kafka;
-    let set = |dst: &mut String, v: Option<String>| {
+    let set = |dst: &mut String, v: &Option<String>| {
         if let Some(v) = v {
-            *dst = v;
+            dst.clone_from(v);
         }
     };
-    set(&mut k.brokers, a.brokers);
-    set(&mut k.group_id, a.group_id);
-    set(&mut k.input_topic, a.input_topic);
-    set(&mut k.routed_topic, a.routed_topic);
-    set(&mut k.unique_topic, a.unique_topic);
-    set(&mut k.duplicates_topic, a.duplicates_topic);
-    set(&mut k.rejected_topic, a.rejected_topic);
-    set(&mut k.changelog_topic, a.changelog_topic);
+    set(&mut k.brokers, &a.brokers);
+    set(&mut k.group_id, &a.group_id);
+    set(&mut k.input_topic, &a.input_topic);
+    set(&mut k.routed_topic, &a.routed_topic);
+    set(&mut k.unique_topic, &a.unique_topic);
+    set(&mut k.duplicates_topic, &a.duplicates_topic);
+    set(&mut k.rejected_topic, &a.rejected_topic);
+    set(&mut k.changelog_topic, &a.changelog_topic);
     if let Some(p) = a.routed_partitions {
         k.routed_partitions = p;
     }
-    if k.routed_partitions == 0 {
+    Ok(cfg)
+}
+
+fn run_stream(a: RunArgs) -> CmdResult {
+    let cfg = run_config(&a, std::env::vars_os()).map_err(usage)?;
+    if cfg.kafka.routed_partitions == 0 {
         return Err(usage("--routed-partitions must be at least 1"));
     }
     let stop = stop_flag();

@@ -1,6 +1,6 @@
-//! Configuration: compiled defaults, overlaid by a TOML file, then by `SIMDEDUP_*` environment
-//! variables and command-line flags (the last two are applied by the CLI). Unknown keys are
-//! errors that name the key and the file.
+//! Configuration: the sections and their compiled defaults. The layers over them (TOML files,
+//! `SIMDEDUP_<SECTION>__<KEY>` variables) are assembled in `app::layers`, command-line flags by
+//! the CLI. Unknown keys are errors that name the key and the file or variable.
 
 use std::path::{Path, PathBuf};
 
@@ -123,6 +123,20 @@ pub enum ConfigError {
         /// The TOML error, which names the key.
         message: String,
     },
+    /// A configuration variable names no key or has a bad value.
+    #[error("environment variable {var}: {message}")]
+    Env {
+        /// The variable.
+        var: String,
+        /// What is wrong, naming the key.
+        message: String,
+    },
+    /// The layers, each valid alone, do not deserialize together.
+    #[error("configuration: {message}")]
+    Merged {
+        /// The error, naming the key.
+        message: String,
+    },
     /// The stopword file could not be read.
     #[error("cannot read stopwords file {path}: {source}")]
     Stopwords {
@@ -134,21 +148,17 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Reads a TOML file over the compiled defaults.
+    /// Reads a TOML file over the compiled defaults (no environment).
     pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.into(),
-            source,
-        })?;
-        Config::from_toml(&text).map_err(|message| ConfigError::Parse {
-            path: path.into(),
-            message,
-        })
+        crate::app::layers::load(&[path.to_path_buf()], []).map(|l| l.config)
     }
 
-    /// Parses TOML text over the compiled defaults.
+    /// Parses TOML text over the compiled defaults; the error names the key and line.
     pub fn from_toml(text: &str) -> Result<Config, String> {
-        toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())
+        let table = crate::app::layers::parse_text(text)?;
+        toml::Value::Table(table)
+            .try_into()
+            .map_err(|e| e.to_string())
     }
 
     /// The engine's part.

@@ -26,6 +26,26 @@ const PINNED_CONSUMER: &[(&str, &str)] = &[
 /// Producer keys the delivery semantics depend on.
 const PINNED_PRODUCER: &[(&str, &str)] = &[("acks", "all"), ("enable.idempotence", "true")];
 
+/// The configured `[kafka.consumer]` / `[kafka.producer]` settings that simdedup overrides
+/// because delivery semantics depend on them, one line each (for `check-config`).
+pub fn pinned_overrides(k: &KafkaConfig) -> Vec<String> {
+    let sections = [
+        ("consumer", &k.consumer, PINNED_CONSUMER),
+        ("producer", &k.producer, PINNED_PRODUCER),
+    ];
+    let mut out = Vec::new();
+    for (name, extra, pinned) in sections {
+        for (key, v) in pinned {
+            if let Some(given) = extra.get(*key) {
+                out.push(format!(
+                    "kafka.{name}.\"{key}\" = {given:?} is ignored: simdedup pins it to {v:?}"
+                ));
+            }
+        }
+    }
+    out
+}
+
 fn base(
     k: &KafkaConfig,
     extra: &std::collections::BTreeMap<String, String>,
