@@ -75,6 +75,12 @@ pub enum Command {
     /// Score the engine on a labelled stream (truth.jsonl as in the benchmark).
     #[command(after_help = EVAL_EXAMPLES)]
     Eval(EvalArgs),
+    /// Look into a state dir, read-only: window, entry counts, bucket sizes, or `query TEXT`.
+    #[command(after_help = crate::app::inspect::HELP)]
+    Inspect(crate::app::inspect::InspectArgs),
+    /// Show why post B is or is not a duplicate of post A, step by step.
+    #[command(after_help = crate::app::explain::HELP)]
+    Explain(crate::app::explain::ExplainArgs),
 }
 
 const DEDUP_EXAMPLES: &str = "Examples:
@@ -303,14 +309,14 @@ pub struct EvalArgs {
     pub config: ConfigArgs,
 }
 
-fn load_config(args: &ConfigArgs) -> Result<Config, String> {
+pub(crate) fn load_config(args: &ConfigArgs) -> Result<Config, String> {
     match &args.config {
         Some(p) => Config::from_file(p).map_err(|e| e.to_string()),
         None => Ok(Config::default()),
     }
 }
 
-fn build_tokenizer(cfg: &Config) -> Result<Tokenizer, String> {
+pub(crate) fn build_tokenizer(cfg: &Config) -> Result<Tokenizer, String> {
     let stop = cfg.stopwords().map_err(|e| e.to_string())?;
     Ok(Tokenizer::new(cfg.text.weighting, &stop))
 }
@@ -325,6 +331,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Export(a) => export(a),
         Command::Passthrough(a) => passthrough(a),
         Command::Eval(a) => run_eval(a),
+        Command::Inspect(a) => crate::app::inspect::run(a),
+        Command::Explain(a) => crate::app::explain::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -335,9 +343,9 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-type CmdResult = Result<u8, (u8, String)>;
+pub(crate) type CmdResult = Result<u8, (u8, String)>;
 
-fn usage(msg: impl Into<String>) -> (u8, String) {
+pub(crate) fn usage(msg: impl Into<String>) -> (u8, String) {
     (EXIT_USAGE, msg.into())
 }
 

@@ -3,4 +3,6 @@
 pub mod cli;
 pub mod config;
 pub mod eval;
+pub mod explain;
+pub mod inspect;
 pub mod telemetry;
