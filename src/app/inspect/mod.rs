@@ -30,9 +30,11 @@ pub const HELP: &str = "Examples:
   simdedup inspect --state-dir state/ query '今天早上地铁二号线又停运了' --limit 5
   simdedup inspect --state-dir state/ query @post.txt
 
-Read-only: nothing in the state dir is deleted or rewritten (expired and uncommitted entries are
-counted, not removed). sled has no read-only mode and takes an exclusive lock, so a state dir in
-use by a running `dedup` cannot be opened: stop the worker or inspect a copy (cp -r). Use the
+Read-only as far as simdedup goes: no entry or checkpoint is written or deleted (expired and
+uncommitted entries are counted, not removed). sled has no read-only mode: the first open after a
+worker may write sled's own recovery snapshot (snap.*), as a resumed run's open would; what a
+resumed run then does is unchanged. sled takes an exclusive lock, so a state dir in use by a
+running `dedup` cannot be opened: stop the worker or inspect a copy (cp -r). Use the
 worker's --config: the analysis settings must match the state dir, and the index and window
 settings decide what the rebuilt index looks like.
 

@@ -53,7 +53,8 @@ pub struct QueryReport {
     pub candidates: usize,
     /// The verdict a post with this text would get next (no time: at the watermark).
     pub verdict: VerdictView,
-    /// Nearest stored posts: accepted ones by score, then the rest by distance.
+    /// Nearest stored posts: those a rule accepts by its score, then the rest by Zhou's Sim
+    /// (which weighs token overlap far above Hamming distance), then distance.
     pub nearest: Vec<Near>,
 }
 
@@ -108,8 +109,8 @@ pub fn query(o: Opened, raw: &str, tokenizer: &Tokenizer, limit: usize) -> Query
             .is_some()
             .cmp(&x.score.is_some())
             .then(y.score.unwrap_or(0.0).total_cmp(&x.score.unwrap_or(0.0)))
+            .then(y.similarity.total_cmp(&x.similarity))
             .then(x.distance.cmp(&y.distance))
-            .then(y.overlap.total_cmp(&x.overlap))
     });
     let mut seen = std::collections::HashSet::new();
     rows.retain(|n| seen.insert(n.id.clone()));
