@@ -385,6 +385,20 @@ mod tests {
     use crate::index::OrderKey;
     use crate::types::{EventTime, Fingerprint, PostId};
 
+    /// sled lets go of its file lock when its last background reference goes, a moment after the
+    /// `Db` is dropped: reopening in the same process retries while the lock is still held.
+    fn after_drop<T>(mut open: impl FnMut() -> Result<T, StateError>) -> Result<T, StateError> {
+        for _ in 0..300 {
+            match open() {
+                Err(StateError::Locked { .. }) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                r => return r,
+            }
+        }
+        open()
+    }
+
     fn entry(id: &str, seq: u64) -> Entry {
         let text = format!("文本{id}");
         Entry {
@@ -428,7 +442,7 @@ mod tests {
             })
             .unwrap();
         drop(store);
-        let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+        let store = after_drop(|| Store::open(dir.path(), "a", 1 << 20)).unwrap();
         let cp2 = store.checkpoint().unwrap().unwrap();
         assert_eq!(cp2, cp);
         let loaded = store.load(None, cp2.next_seq).unwrap();
@@ -490,13 +504,13 @@ mod tests {
             "sled's lock is held by the open store"
         );
         drop(store);
-        let ro = Store::open_read_only(dir.path(), "a", 1 << 20).unwrap();
+        let ro = after_drop(|| Store::open_read_only(dir.path(), "a", 1 << 20)).unwrap();
         let r = ro.read(Some(3), 2).unwrap();
         assert_eq!((r.entries, r.expired, r.discarded), (1, 1, 1));
         assert_eq!(ro.entries.len(), 3, "read deletes nothing");
         drop(ro);
         assert!(matches!(
-            Store::open_read_only(dir.path(), "b", 1 << 20),
+            after_drop(|| Store::open_read_only(dir.path(), "b", 1 << 20)),
             Err(StateError::AnalysisMismatch { .. })
         ));
     }
@@ -506,7 +520,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         drop(Store::open(dir.path(), "a", 1 << 20).unwrap());
         assert!(matches!(
-            Store::open(dir.path(), "b", 1 << 20),
+            after_drop(|| Store::open(dir.path(), "b", 1 << 20)),
             Err(StateError::AnalysisMismatch { .. })
         ));
     }
