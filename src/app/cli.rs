@@ -78,6 +78,12 @@ pub enum Command {
     /// Check the configuration and print it as TOML, secrets redacted (exit 2 if invalid).
     #[command(after_help = CHECK_CONFIG_HELP)]
     CheckConfig(ConfigArgs),
+    /// Look into a state dir, read-only: window, entry counts, bucket sizes, or `query TEXT`.
+    #[command(after_help = crate::app::inspect::HELP)]
+    Inspect(crate::app::inspect::InspectArgs),
+    /// Show why post B is or is not a duplicate of post A, step by step.
+    #[command(after_help = crate::app::explain::HELP)]
+    Explain(crate::app::explain::ExplainArgs),
 }
 
 const DEDUP_EXAMPLES: &str = "Examples:
@@ -321,7 +327,7 @@ pub struct EvalArgs {
 }
 
 /// Defaults <- `--config` files <- `SIMDEDUP_*__*` variables; callers apply their flags last.
-fn load_config(args: &ConfigArgs) -> Result<Config, String> {
+pub(crate) fn load_config(args: &ConfigArgs) -> Result<Config, String> {
     crate::app::layers::load(&args.config, std::env::vars_os())
         .map(|l| l.config)
         .map_err(|e| e.to_string())
@@ -339,7 +345,7 @@ fn check_config(a: ConfigArgs) -> CmdResult {
     Ok(EXIT_OK)
 }
 
-fn build_tokenizer(cfg: &Config) -> Result<Tokenizer, String> {
+pub(crate) fn build_tokenizer(cfg: &Config) -> Result<Tokenizer, String> {
     let stop = cfg.stopwords().map_err(|e| e.to_string())?;
     Ok(Tokenizer::new(cfg.text.weighting, &stop))
 }
@@ -355,6 +361,8 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Passthrough(a) => passthrough(a),
         Command::Eval(a) => run_eval(a),
         Command::CheckConfig(a) => check_config(a),
+        Command::Inspect(a) => crate::app::inspect::run(a),
+        Command::Explain(a) => crate::app::explain::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),
@@ -365,9 +373,9 @@ pub fn run(cli: Cli) -> ExitCode {
     }
 }
 
-type CmdResult = Result<u8, (u8, String)>;
+pub(crate) type CmdResult = Result<u8, (u8, String)>;
 
-fn usage(msg: impl Into<String>) -> (u8, String) {
+pub(crate) fn usage(msg: impl Into<String>) -> (u8, String) {
     (EXIT_USAGE, msg.into())
 }
 

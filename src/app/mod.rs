@@ -4,4 +4,6 @@ pub mod cli;
 pub mod config;
 pub mod eval;
 pub mod layers;
+pub mod explain;
+pub mod inspect;
 pub mod telemetry;

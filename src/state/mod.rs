@@ -26,6 +26,20 @@ pub enum StateError {
         /// The cause.
         source: sled::Error,
     },
+    /// Another process (a running `dedup` worker) holds sled's exclusive lock on the directory.
+    #[error("state dir {path} is in use by a running worker (sled lock); stop it, or inspect a copy of the dir")]
+    Locked {
+        /// The state dir.
+        path: PathBuf,
+    },
+    /// The directory does not hold a simdedup state store.
+    #[error("{path} is not a simdedup state dir ({reason})")]
+    NotAStateDir {
+        /// The directory.
+        path: PathBuf,
+        /// What is missing.
+        reason: &'static str,
+    },
     /// A read or write failed.
     #[error("state store error: {0}")]
     Sled(#[from] sled::Error),
@@ -106,6 +120,14 @@ pub struct Loaded {
     pub entries: usize,
     /// Uncommitted entries discarded.
     pub discarded: usize,
+    /// Entries of generations below the live window, skipped (a read-write load deletes them).
+    pub expired: usize,
+}
+
+/// Keys a read-write load deletes after a scan.
+struct Scan {
+    loaded: Loaded,
+    uncommitted_keys: Vec<sled::IVec>,
 }
 
 impl Store {
@@ -118,10 +140,7 @@ impl Store {
             .cache_capacity(cache_bytes)
             .flush_every_ms(None)
             .open()
-            .map_err(|source| StateError::Open {
-                path: path.into(),
-                source,
-            })?;
+            .map_err(|e| open_error(path, e))?;
         let meta = db.open_tree("meta")?;
         match meta.get(KEY_ANALYSIS)? {
             Some(v) if v.as_ref() != analysis_id.as_bytes() => {
@@ -135,6 +154,58 @@ impl Store {
             None => {
                 meta.insert(KEY_ANALYSIS, analysis_id.as_bytes())?;
             }
+        }
+        let entries = db.open_tree("entries")?;
+        Ok(Store {
+            db,
+            meta,
+            entries,
+            path: path.into(),
+        })
+    }
+
+    /// Opens an existing store for reading only (`inspect`): nothing is created, no tree is
+    /// added, the analysis id is checked but never written. sled itself has no read-only mode: it
+    /// takes its exclusive lock (so a running worker makes this fail with `Locked`) and may run
+    /// its own log recovery, the same recovery a resumed run would do.
+    pub fn open_read_only(
+        path: &Path,
+        analysis_id: &str,
+        cache_bytes: u64,
+    ) -> Result<Store, StateError> {
+        let not_state = |reason| StateError::NotAStateDir {
+            path: path.into(),
+            reason,
+        };
+        // sled would create a missing directory and database; a typo must not leave one behind.
+        if !path.join("db").is_file() || !path.join("conf").is_file() {
+            return Err(not_state("no sled database in it"));
+        }
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(cache_bytes)
+            .flush_every_ms(None)
+            .open()
+            .map_err(|e| open_error(path, e))?;
+        let names = db.tree_names();
+        for tree in ["meta", "entries"] {
+            if !names.iter().any(|n| n.as_ref() == tree.as_bytes()) {
+                return Err(not_state(
+                    "no simdedup trees in its sled database; a worker writes them at its first checkpoint",
+                ));
+            }
+        }
+        let meta = db.open_tree("meta")?;
+        match meta.get(KEY_ANALYSIS)? {
+            Some(v) if v.as_ref() == analysis_id.as_bytes() => {}
+            Some(v) => {
+                return Err(StateError::AnalysisMismatch {
+                    path: path.into(),
+                    stored: String::from_utf8_lossy(&v).into_owned(),
+                    current: analysis_id.to_string(),
+                })
+            }
+            None => return Err(not_state("no analysis id")),
         }
         let entries = db.open_tree("entries")?;
         Ok(Store {
@@ -166,14 +237,31 @@ impl Store {
         if let Some(m) = min_gen {
             self.remove_generations_below(m)?;
         }
+        let scan = self.scan(None, next_seq)?;
+        for k in scan.uncommitted_keys {
+            self.entries.remove(k)?;
+        }
+        Ok(scan.loaded)
+    }
+
+    /// What `load` would rebuild, without deleting anything: expired generations are skipped and
+    /// counted in `expired`, uncommitted entries in `discarded`.
+    pub fn read(&self, min_gen: Option<i64>, next_seq: u64) -> Result<Loaded, StateError> {
+        Ok(self.scan(min_gen, next_seq)?.loaded)
+    }
+
+    fn scan(&self, min_gen: Option<i64>, next_seq: u64) -> Result<Scan, StateError> {
         let mut out = Loaded {
             generations: Vec::new(),
             entries: 0,
             discarded: 0,
+            expired: 0,
         };
+        let mut uncommitted_keys = Vec::new();
         for kv in self.entries.iter() {
             let (k, v) = kv?;
             let gen = key_generation(&k);
+            let expired = min_gen.is_some_and(|m| gen < m);
             let mut rest: &[u8] = &v;
             let mut uncommitted = false;
             if out.generations.last().is_none_or(|(g, _)| *g != gen) {
@@ -188,17 +276,22 @@ impl Store {
                 if e.key.seq >= next_seq {
                     uncommitted = true;
                     out.discarded += 1;
+                } else if expired {
+                    out.expired += 1;
                 } else if let Some((_, es)) = out.generations.last_mut() {
                     out.entries += 1;
                     es.push(e);
                 }
             }
             if uncommitted {
-                self.entries.remove(k)?;
+                uncommitted_keys.push(k);
             }
         }
         out.generations.retain(|(_, es)| !es.is_empty());
-        Ok(out)
+        Ok(Scan {
+            loaded: out,
+            uncommitted_keys,
+        })
     }
 
     /// Persists a checkpoint: the batch of index changes first (one value per generation), then
@@ -258,6 +351,19 @@ impl Store {
     }
 }
 
+/// sled reports a held lock as an `Io` error of kind `Other` whose message names the lock.
+fn open_error(path: &Path, source: sled::Error) -> StateError {
+    match &source {
+        sled::Error::Io(e) if e.to_string().contains("could not acquire lock") => {
+            StateError::Locked { path: path.into() }
+        }
+        _ => StateError::Open {
+            path: path.into(),
+            source,
+        },
+    }
+}
+
 /// Chunk key: generation (sign bit flipped so negative generations sort first) then the first
 /// sequence number of the chunk, both big-endian, so key order is (generation, insertion) order.
 fn entry_key(gen: i64, first_seq: u64) -> [u8; 16] {
@@ -278,6 +384,20 @@ mod tests {
     use super::*;
     use crate::index::OrderKey;
     use crate::types::{EventTime, Fingerprint, PostId};
+
+    /// sled lets go of its file lock when its last background reference goes, a moment after the
+    /// `Db` is dropped: reopening in the same process retries while the lock is still held.
+    fn after_drop<T>(mut open: impl FnMut() -> Result<T, StateError>) -> Result<T, StateError> {
+        for _ in 0..300 {
+            match open() {
+                Err(StateError::Locked { .. }) => {
+                    std::thread::sleep(std::time::Duration::from_millis(10))
+                }
+                r => return r,
+            }
+        }
+        open()
+    }
 
     fn entry(id: &str, seq: u64) -> Entry {
         let text = format!("文本{id}");
@@ -322,7 +442,7 @@ mod tests {
             })
             .unwrap();
         drop(store);
-        let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+        let store = after_drop(|| Store::open(dir.path(), "a", 1 << 20)).unwrap();
         let cp2 = store.checkpoint().unwrap().unwrap();
         assert_eq!(cp2, cp);
         let loaded = store.load(None, cp2.next_seq).unwrap();
@@ -353,11 +473,54 @@ mod tests {
     }
 
     #[test]
+    fn read_only_open_and_read_change_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("typo");
+        assert!(matches!(
+            Store::open_read_only(&missing, "a", 1 << 20),
+            Err(StateError::NotAStateDir { .. })
+        ));
+        assert!(
+            !missing.exists(),
+            "a read-only open must not create the dir"
+        );
+        let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+        let cp = Checkpoint {
+            next_seq: 2,
+            watermarks: Default::default(),
+            run: None,
+        };
+        store
+            .commit(&[(1, entry("a", 0)), (5, entry("b", 1))], &cp, None)
+            .unwrap();
+        let mut v = Vec::new();
+        entry("late", 7).encode(&mut v);
+        store.entries.insert(entry_key(5, 7), v).unwrap();
+        assert!(
+            matches!(
+                Store::open_read_only(dir.path(), "a", 1 << 20),
+                Err(StateError::Locked { .. })
+            ),
+            "sled's lock is held by the open store"
+        );
+        drop(store);
+        let ro = after_drop(|| Store::open_read_only(dir.path(), "a", 1 << 20)).unwrap();
+        let r = ro.read(Some(3), 2).unwrap();
+        assert_eq!((r.entries, r.expired, r.discarded), (1, 1, 1));
+        assert_eq!(ro.entries.len(), 3, "read deletes nothing");
+        drop(ro);
+        assert!(matches!(
+            after_drop(|| Store::open_read_only(dir.path(), "b", 1 << 20)),
+            Err(StateError::AnalysisMismatch { .. })
+        ));
+    }
+
+    #[test]
     fn analysis_mismatch_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         drop(Store::open(dir.path(), "a", 1 << 20).unwrap());
         assert!(matches!(
-            Store::open(dir.path(), "b", 1 << 20),
+            after_drop(|| Store::open(dir.path(), "b", 1 << 20)),
             Err(StateError::AnalysisMismatch { .. })
         ));
     }
