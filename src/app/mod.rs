@@ -1,6 +1,7 @@
-//! The application edge: command line, configuration, telemetry and evaluation.
+//! The application edge: command line, configuration, telemetry, metrics and evaluation.
 
 pub mod cli;
 pub mod config;
 pub mod eval;
+pub mod metrics;
 pub mod telemetry;
