@@ -5,5 +5,6 @@ mod common;
 #[cfg(feature = "broker-tests")]
 mod kafka_broker;
 mod kafka_mock;
+mod metrics;
 mod pipeline;
 mod resume;
