@@ -126,7 +126,11 @@ pub fn wait_for_log(log: &Path, needle: &str, limit: std::time::Duration) -> Str
 /// The metrics endpoint a child announced in its log (`metrics listening address=HOST:PORT`).
 pub fn metrics_address(log: &Path) -> String {
     let line = wait_for_log(log, "metrics listening", std::time::Duration::from_secs(30));
-    let at = line.find("address=").expect("address field") + "address=".len();
+    // Text logs say `address=HOST:PORT`, JSON logs `"address":"HOST:PORT"`.
+    let at = ["address=", "\"address\":\""]
+        .iter()
+        .find_map(|k| line.find(k).map(|i| i + k.len()))
+        .expect("address field");
     line[at..]
         .split(|c: char| c.is_whitespace() || c == '"' || c == ',')
         .next()

@@ -49,6 +49,10 @@ impl Topics {
     }
 
     fn run(&self, role: &str, log: &Path) -> Child {
+        self.command(role, log).spawn().unwrap()
+    }
+
+    fn command(&self, role: &str, log: &Path) -> Command {
         let mut c = bin();
         c.args([
             "--log-level",
@@ -82,7 +86,7 @@ impl Topics {
         .args(["--metrics-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap());
-        c.spawn().unwrap()
+        c
     }
 
     fn export(&self, topic: &str) -> Vec<u8> {
@@ -318,7 +322,21 @@ fn metrics_scraped_during_a_run_add_up_to_the_output_topics() {
     let t = Topics::new();
     produce(&t, &input);
     let log = dir.path().join("all.log");
-    let worker = t.run("all", &log);
+    // JSON logs with librdkafka's consumer-group debug lines: they must reach the same log.
+    let config = dir.path().join("debug.toml");
+    std::fs::write(&config, "[kafka.consumer]\ndebug = \"cgrp\"\n").unwrap();
+    let worker = t
+        .command("all", &log)
+        // Global flags may follow the subcommand; the last --log-level wins.
+        .args([
+            "--log-format",
+            "json",
+            "--log-level",
+            "info,librdkafka=debug",
+        ])
+        .env("SIMDEDUP_CONFIG", &config)
+        .spawn()
+        .unwrap();
     let address = metrics_address(&log);
 
     // Scrape while the worker runs, until every record is counted (counters are bumped before
@@ -363,4 +381,11 @@ fn metrics_scraped_during_a_run_add_up_to_the_output_topics() {
     assert!(get("simdedup_index_entries") > 0.0);
     assert!(get("simdedup_stage_latency_seconds_count{stage=\"decide\"}") > 0.0);
     stop(worker);
+    let rdkafka_lines = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|j| j["target"] == "librdkafka" && j["fields"]["facility"].is_string())
+        .count();
+    assert!(rdkafka_lines > 0, "no librdkafka line in the JSON log");
 }
