@@ -65,7 +65,8 @@ kill -TERM $pid; wait $pid || true
 b2=$(cpu "$broker")
 "$bin" --log-level info run --role all --brokers "$SIMDEDUP_BROKERS" --group-id bench --input-topic bench.posts \
   --routed-topic bench.routed --unique-topic bench.unique --duplicates-topic bench.dups \
-  --rejected-topic bench.rejected --changelog-topic bench.changelog 2> "$work/all.log" &
+  --rejected-topic bench.rejected --changelog-topic bench.changelog --metrics-addr 127.0.0.1:0 \
+  2> "$work/all.log" &
 pid=$!
 wait_progress "$work/all.log" "$last" || { echo "run --role all did not finish:" >&2; tail -5 "$work/all.log" >&2; }
 all_cpu=$(cpu $pid); b3=$(cpu "$broker")

@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::{simhash, SimHash};
+use crate::hist::{Hist, Scale};
 use crate::index::grams::{distinct_bigrams, Gram};
 use crate::index::{
     Entry, EntryRef, Index, IndexConfig, LayoutError, OrderKey, Query, QueryStats, Scratch,
@@ -163,16 +164,30 @@ pub enum EngineError {
 }
 
 /// Counters the engine keeps for summaries and metrics.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EngineStats {
     /// Sum over queries.
     pub query: QueryStats,
+    /// Distinct candidates verified per query (posts that reached the index).
+    pub candidates_per_query: Hist,
     /// Posts too late for the window (judged, not indexed).
     pub late: u64,
     /// Entries dropped by generation expiry.
     pub expired_entries: u64,
     /// Representatives refreshed into a newer generation.
     pub refreshed: u64,
+}
+
+impl Default for EngineStats {
+    fn default() -> Self {
+        EngineStats {
+            query: QueryStats::default(),
+            candidates_per_query: Hist::new(Scale::Pow2),
+            late: 0,
+            expired_entries: 0,
+            refreshed: 0,
+        }
+    }
 }
 
 /// Where a post sits in its input: partition (0 for files) and sequence number (line or offset).
@@ -327,7 +342,7 @@ impl Engine {
         };
         let mut qs = QueryStats::default();
         let found = self.index.find(&query, &mut self.scratch, &mut qs);
-        self.add_query_stats(qs);
+        self.add_query_stats(&qs);
         let gen = self.window.generation(t);
         let late = gen < min_gen;
         match found {
@@ -395,8 +410,10 @@ impl Engine {
         self.stats.refreshed += 1;
     }
 
-    fn add_query_stats(&mut self, q: QueryStats) {
+    fn add_query_stats(&mut self, q: &QueryStats) {
+        self.stats.candidates_per_query.observe(q.candidates);
         let s = &mut self.stats.query;
+        s.bucket_sizes.merge(&q.bucket_sizes);
         s.candidates += q.candidates;
         s.verify_rejects += q.verify_rejects;
         s.bucket_scans_capped += q.bucket_scans_capped;

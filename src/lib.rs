@@ -2,11 +2,13 @@
 //!
 //! Data flow: `input` (decode) -> `text` (normalize, tokenize) -> `fingerprint` -> `index`
 //! (block tables, bigram index, generations) -> `verify` -> `engine` (the per-post decision) ->
-//! `io` (file pipeline, outputs) -> `state` (sled) -> `app` (cli, config, eval).
+//! `io` (file pipeline, outputs) -> `state` (sled) -> `app` (cli, config, eval, telemetry,
+//! metrics). `hist` holds the plain histograms the core counts into.
 
 pub mod app;
 pub mod engine;
 pub mod fingerprint;
+pub mod hist;
 pub mod index;
 pub mod input;
 pub mod io;

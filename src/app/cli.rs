@@ -148,9 +148,53 @@ pub struct RunArgs {
     /// State directory (reserved: the dedup stage rebuilds its index from the changelog topic).
     #[arg(long, env = "SIMDEDUP_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
+    /// Serve GET /metrics and /health on this host:port (port 0: a free port; `off`: none)
+    /// [default: `metrics.address` of the config, 127.0.0.1:9464].
+    #[arg(long, env = "SIMDEDUP_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
     /// Configuration.
     #[command(flatten)]
     pub config: ConfigArgs,
+}
+
+/// Metrics options of the batch commands (`dedup`, `replay`): off unless an address is given.
+#[derive(Debug, Args)]
+pub struct MetricsArgs {
+    /// Serve GET /metrics and /health on this host:port (port 0: a free port, logged as
+    /// `metrics listening`; `off`: none) [default: off for this command].
+    #[arg(long, env = "SIMDEDUP_METRICS_ADDR", value_name = "ADDR")]
+    pub metrics_addr: Option<String>,
+    /// When the input is done, keep serving /metrics until SIGINT/SIGTERM (exit 0), so the final
+    /// figures can be scraped.
+    #[arg(long, requires = "metrics_addr")]
+    pub metrics_hold: bool,
+}
+
+impl MetricsArgs {
+    /// Starts the endpoint if an address was given.
+    fn start(&self) -> Result<(), (u8, String)> {
+        start_metrics(self.metrics_addr.as_deref())
+    }
+
+    /// Blocks until `stop` is set when `--metrics-hold` was given and the endpoint is on.
+    fn hold(&self, stop: &AtomicBool) {
+        if self.metrics_hold && crate::app::metrics::global().enabled() {
+            tracing::info!("input done; serving metrics until SIGINT/SIGTERM");
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// Starts the metrics endpoint (`None`: not asked for); a bind failure is a usage error.
+fn start_metrics(address: Option<&str>) -> Result<(), (u8, String)> {
+    match address {
+        Some(a) => crate::app::metrics::serve(a)
+            .map(|_| ())
+            .map_err(|e| usage(e.to_string())),
+        None => Ok(()),
+    }
 }
 
 const EVAL_EXAMPLES: &str = "Example:
@@ -205,6 +249,9 @@ pub struct DedupArgs {
     /// Add `simhash` and `tokens` to unique posts (overrides `output.enrich`).
     #[arg(long)]
     pub enrich: bool,
+    /// Metrics endpoint.
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     /// Configuration.
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -249,6 +296,9 @@ pub struct ReplayArgs {
     /// Skip posts with a later event time (unix seconds).
     #[arg(long)]
     pub to_time: Option<i64>,
+    /// Metrics endpoint.
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
     /// Configuration.
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -391,6 +441,7 @@ fn dedup(a: DedupArgs) -> CmdResult {
         }
     }
     let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
+    a.metrics.start()?;
     let stop = stop_flag();
     let job = FileJob {
         input: a.input,
@@ -406,6 +457,9 @@ fn dedup(a: DedupArgs) -> CmdResult {
         other => (EXIT_FAILURE, other.to_string()),
     })?;
     eprintln!("{}", render_summary(&summary));
+    if summary.completed {
+        a.metrics.hold(&stop);
+    }
     Ok(if summary.completed {
         EXIT_OK
     } else {
@@ -545,6 +599,9 @@ fn run_stream(a: RunArgs) -> CmdResult {
     if cfg.kafka.routed_partitions == 0 {
         return Err(usage("--routed-partitions must be at least 1"));
     }
+    start_metrics(Some(
+        a.metrics_addr.as_deref().unwrap_or(&cfg.metrics.address),
+    ))?;
     let stop = stop_flag();
     let kc = cfg.kafka.clone();
     let out_parts = kc.output_partitions as i32;
@@ -682,12 +739,18 @@ fn replay(a: ReplayArgs) -> CmdResult {
         from_time: a.from_time,
         to_time: a.to_time,
     };
+    a.metrics.start()?;
+    // Replay has no stop flag of its own: without --metrics-hold a signal ends it at once.
+    let stop = a.metrics.metrics_hold.then(stop_flag);
     let st = crate::io::kafka::replay::run(&kc, &cfg, &tokenizer, &range)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!(
         "simdedup: replayed {} records: {} unique, {} duplicates, {} rejected",
         st.records, st.unique, st.duplicates, st.rejected
     );
+    if let Some(stop) = stop {
+        a.metrics.hold(&stop);
+    }
     Ok(EXIT_OK)
 }
 

@@ -37,6 +37,26 @@ pub struct Config {
     pub routing: RoutingConfig,
     /// Kafka topology: brokers, group, topics, librdkafka pass-through settings.
     pub kafka: KafkaConfig,
+    /// Prometheus `/metrics` and `/health` endpoint.
+    pub metrics: MetricsConfig,
+}
+
+/// The `[metrics]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// `host:port` of the HTTP endpoint serving `/metrics` and `/health` for `simdedup run`
+    /// (also `--metrics-addr` / `SIMDEDUP_METRICS_ADDR`); port 0 picks a free port, `"off"`
+    /// disables it. `dedup` and `replay` serve metrics only when given `--metrics-addr`.
+    pub address: String,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            address: "127.0.0.1:9464".to_string(),
+        }
+    }
 }
 
 /// The `[text]` section.

@@ -1,4 +1,4 @@
-//! The application edge: command line, configuration, telemetry and evaluation.
+//! The application edge: command line, configuration, telemetry, metrics and evaluation.
 
 pub mod cli;
 pub mod config;
@@ -6,4 +6,5 @@ pub mod eval;
 pub mod layers;
 pub mod explain;
 pub mod inspect;
+pub mod metrics;
 pub mod telemetry;

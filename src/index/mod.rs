@@ -17,6 +17,7 @@ pub use entry::{Entry, OrderKey};
 use grams::Gram;
 pub use tables::{LayoutError, TableLayout};
 
+use crate::hist::{Hist, Scale};
 use crate::types::PostId;
 use crate::verify::{unverified, verify, Match, Sketch, VerifyConfig, VerifyMode};
 
@@ -61,7 +62,7 @@ pub struct EntryRef {
 }
 
 /// Counters of one query, for metrics.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueryStats {
     /// Distinct candidates verified.
     pub candidates: u64,
@@ -71,6 +72,20 @@ pub struct QueryStats {
     pub bucket_scans_capped: u64,
     /// Bigram probes that hit `posting_scan_cap`.
     pub posting_scans_capped: u64,
+    /// Size of every SimHash bucket looked up (0 when the key had no bucket).
+    pub bucket_sizes: Hist,
+}
+
+impl Default for QueryStats {
+    fn default() -> Self {
+        QueryStats {
+            candidates: 0,
+            verify_rejects: 0,
+            bucket_scans_capped: 0,
+            posting_scans_capped: 0,
+            bucket_sizes: Hist::new(Scale::Pow2),
+        }
+    }
 }
 
 /// A post looking for its earlier near-duplicates.
@@ -325,8 +340,10 @@ impl Index {
         let fp = q.sketch.fingerprint;
         for (t, table) in seg.tables.iter().enumerate() {
             let Some(bucket) = table.get(&self.layout.key(t, fp)) else {
+                stats.bucket_sizes.observe(0);
                 continue;
             };
+            stats.bucket_sizes.observe(bucket.len() as u64);
             if bucket.len() > self.cfg.bucket_scan_cap {
                 stats.bucket_scans_capped += 1;
             }

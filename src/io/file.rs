@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::app::config::Config;
+use crate::app::metrics;
 use crate::engine::Engine;
 use crate::io::process::{Emitted, Processor, Sink};
 use crate::state::{Checkpoint, OutputMark, RunRecord, StateError, Store};
@@ -271,6 +272,8 @@ pub fn run(
     stop: &AtomicBool,
 ) -> Result<Summary, PipelineError> {
     let started = Instant::now();
+    let health = |state| metrics::global().set_health("engine", state);
+    health(Err("loading state".into()));
     let mut engine =
         Engine::new(&cfg.engine()).map_err(|e| PipelineError::Config(e.to_string()))?;
     let analysis = cfg
@@ -321,6 +324,7 @@ pub fn run(
         );
     }
     let mut proc = Processor::new(cfg, tokenizer, engine);
+    health(Ok(()));
     let mut ctx = RunCtx {
         store: store.as_ref(),
         job,
@@ -367,6 +371,10 @@ pub fn run(
             Sink::Rejected => 2,
         };
         outs[i].write_record(&emitted.record)?;
+        proc.output_done();
+        if ctx.records.is_multiple_of(4096) {
+            proc.flush_metrics();
+        }
         since_cp += 1;
         if since_cp >= cfg.state.checkpoint_every_records
             || (since_cp.is_multiple_of(1024) && last_cp.elapsed() >= interval)
@@ -381,6 +389,7 @@ pub fn run(
         }
     }
     ctx.checkpoint(&mut proc, &mut outs, input.offset, completed)?;
+    proc.flush_metrics();
     if let Some(pb) = pb {
         pb.finish_and_clear();
     }

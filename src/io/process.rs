@@ -1,8 +1,12 @@
 //! One input record to one output record: decode, analyze, decide, format. Shared by the file
 //! pipeline, `eval` and the Kafka workers, so every front end gives the same verdicts.
 
+use std::time::Instant;
+
 use crate::app::config::Config;
+use crate::app::metrics::{self, Stage};
 use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
+use crate::hist::{Hist, Scale};
 use crate::input::Decoder;
 use crate::io::records::{self, Decided};
 use crate::text::tokenize::Tokenizer;
@@ -53,6 +57,22 @@ pub struct Processor<'t> {
     output: crate::app::config::OutputConfig,
     max_future_secs: i64,
     now: i64,
+    clock: Option<StageClock>,
+}
+
+/// Per-stage latencies, accumulated here and merged into the registry by `flush_metrics`
+/// (only while metrics are served: the clock reads cost a little per post).
+struct StageClock {
+    hists: [Hist; Stage::ALL.len()],
+    mark: Instant,
+}
+
+impl StageClock {
+    fn lap(&mut self, stage: Stage) {
+        let now = Instant::now();
+        self.hists[stage as usize].observe((now - self.mark).as_nanos() as u64);
+        self.mark = now;
+    }
 }
 
 impl<'t> Processor<'t> {
@@ -67,6 +87,34 @@ impl<'t> Processor<'t> {
             output: cfg.output.clone(),
             max_future_secs: cfg.window.max_future_secs,
             now,
+            clock: metrics::global().enabled().then(|| StageClock {
+                hists: [Hist::new(Scale::Nanos); Stage::ALL.len()],
+                mark: Instant::now(),
+            }),
+        }
+    }
+
+    /// Ends the `output` stage of the record just processed (the caller wrote it).
+    pub fn output_done(&mut self) {
+        if let Some(c) = &mut self.clock {
+            c.lap(Stage::Output);
+        }
+    }
+
+    /// Publishes stage latencies and the engine's figures to the metrics registry.
+    pub fn flush_metrics(&mut self) {
+        let Some(c) = &mut self.clock else { return };
+        let m = metrics::global();
+        for (stage, h) in Stage::ALL.iter().zip(c.hists.iter_mut()) {
+            m.merge_stage(*stage, h);
+            *h = Hist::new(Scale::Nanos);
+        }
+        m.publish_engine(&self.engine);
+    }
+
+    fn lap(&mut self, stage: Stage) {
+        if let Some(c) = &mut self.clock {
+            c.lap(stage);
         }
     }
 
@@ -89,7 +137,13 @@ impl<'t> Processor<'t> {
         out.reason = None;
         out.empty = false;
         out.id = None;
-        let post = match self.decoder.decode(line) {
+        metrics::global().post_in();
+        if let Some(c) = &mut self.clock {
+            c.mark = Instant::now();
+        }
+        let post = self.decoder.decode(line);
+        self.lap(Stage::Decode);
+        let post = match post {
             Ok(p) => p,
             Err(r) => return self.reject(out, r, line_no, line),
         };
@@ -98,10 +152,13 @@ impl<'t> Processor<'t> {
             return self.reject(out, r, line_no, line);
         }
         self.analyzer.analyze(&post.text, &mut self.analyzed);
+        self.lap(Stage::Analyze);
         let at = Position { partition: 0, seq };
         let v = self
             .engine
             .decide(at, &post.id, post.created_at, &self.analyzed);
+        self.lap(Stage::Decide);
+        metrics::global().verdict(&v);
         let decided = Decided {
             id: &post.id,
             created_at: post.created_at,
@@ -121,6 +178,7 @@ impl<'t> Processor<'t> {
     }
 
     fn reject(&self, out: &mut Emitted, r: Rejection, line_no: u64, line: &[u8]) {
+        metrics::global().rejected(r.reason);
         out.sink = Sink::Rejected;
         out.reason = Some(r.reason);
         records::rejected_record(&mut out.record, &r, out.id.as_ref(), line_no, line);

@@ -106,3 +106,81 @@ pub fn write_stream(path: &Path, rounds: usize) {
         }
     }
 }
+
+/// Waits until `log` (a child's stderr file) has a line containing `needle`; returns that line.
+pub fn wait_for_log(log: &Path, needle: &str, limit: std::time::Duration) -> String {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if let Some(l) = text.lines().find(|l| l.contains(needle)) {
+            return l.to_string();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no `{needle}` in the log within {limit:?}:\n{text}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// The metrics endpoint a child announced in its log (`metrics listening address=HOST:PORT`).
+pub fn metrics_address(log: &Path) -> String {
+    let line = wait_for_log(log, "metrics listening", std::time::Duration::from_secs(30));
+    // Text logs say `address=HOST:PORT`, JSON logs `"address":"HOST:PORT"`.
+    let at = ["address=", "\"address\":\""]
+        .iter()
+        .find_map(|k| line.find(k).map(|i| i + k.len()))
+        .expect("address field");
+    line[at..]
+        .split(|c: char| c.is_whitespace() || c == '"' || c == ',')
+        .next()
+        .unwrap()
+        .to_string()
+}
+
+/// `GET path` over plain TCP: (status code, body).
+pub fn http_get(address: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(address).expect("connect to the metrics endpoint");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {address}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("HTTP status line");
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
+    (status, body)
+}
+
+/// The value of the sample `series` (name with labels, exactly as exposed), if present.
+pub fn sample(exposition: &str, series: &str) -> Option<f64> {
+    exposition.lines().find_map(|l| {
+        l.strip_prefix(series)
+            .and_then(|rest| rest.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// The sum of every sample of a labelled family, e.g. `simdedup_posts_rejected_total`.
+pub fn family_sum(exposition: &str, name: &str) -> f64 {
+    let prefix = format!("{name}{{");
+    exposition
+        .lines()
+        .filter(|l| l.starts_with(&prefix))
+        .filter_map(|l| l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()))
+        .sum()
+}
+
+/// Sends SIGTERM to a child.
+pub fn terminate(c: &std::process::Child) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &c.id().to_string()])
+        .status();
+}

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, run_ok, sample_posts, Outs};
+use crate::common::{
+    bin, data, family_sum, http_get, metrics_address, run_ok, sample, sample_posts, Outs,
+};
 
 fn brokers() -> String {
     std::env::var("SIMDEDUP_TEST_BROKERS")
@@ -52,6 +54,14 @@ impl Topics {
 
     /// Starts a worker with `--config` files.
     fn run_with(&self, role: &str, log: &Path, configs: &[&Path]) -> Child {
+        let mut c = self.command(role, log);
+        for f in configs {
+            c.arg("--config").arg(f);
+        }
+        c.spawn().unwrap()
+    }
+
+    fn command(&self, role: &str, log: &Path) -> Command {
         let mut c = bin();
         c.args([
             "--log-level",
@@ -81,12 +91,11 @@ impl Topics {
             &self.rejected,
         ])
         .args(["--changelog-topic", &self.changelog])
+        // Several workers share this machine: each gets a free port for its metrics.
+        .args(["--metrics-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap());
-        for f in configs {
-            c.arg("--config").arg(f);
-        }
-        c.spawn().unwrap()
+        c
     }
 
     fn export(&self, topic: &str) -> Vec<u8> {
@@ -344,4 +353,91 @@ fn dedup_workers_join_leave_and_die_mid_stream_without_changing_a_verdict() {
         assert!(owned(w), "worker {w} never owned a partition");
     }
     assert_same(&live, &file);
+}
+
+fn topic_lines(t: &Topics, topic: &str) -> f64 {
+    String::from_utf8_lossy(&t.export(topic)).lines().count() as f64
+}
+
+#[test]
+fn metrics_scraped_during_a_run_add_up_to_the_output_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    // The generated stream plus the sample, whose last lines are broken (rejected by reason).
+    let input = stream(dir.path(), 10);
+    let mut text = std::fs::read(&input).unwrap();
+    text.extend(std::fs::read(data("sample_posts.jsonl")).unwrap());
+    std::fs::write(&input, &text).unwrap();
+    let n = text
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count() as f64;
+    let t = Topics::new();
+    produce(&t, &input);
+    let log = dir.path().join("all.log");
+    // JSON logs with librdkafka's consumer-group debug lines: they must reach the same log.
+    let config = dir.path().join("debug.toml");
+    std::fs::write(&config, "[kafka.consumer]\ndebug = \"cgrp\"\n").unwrap();
+    let worker = t
+        .command("all", &log)
+        // Global flags may follow the subcommand; the last --log-level wins.
+        .args([
+            "--log-format",
+            "json",
+            "--log-level",
+            "info,librdkafka=debug",
+        ])
+        .env("SIMDEDUP_CONFIG", &config)
+        .spawn()
+        .unwrap();
+    let address = metrics_address(&log);
+
+    // Scrape while the worker runs, until every record is counted (counters are bumped before
+    // the outputs are produced) and librdkafka's statistics have reported the consumer lag.
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let m = loop {
+        let (status, m) = http_get(&address, "/metrics");
+        assert_eq!(status, 200);
+        let done = sample(&m, "simdedup_posts_unique_total").unwrap_or(0.0)
+            + sample(&m, "simdedup_posts_duplicate_total").unwrap_or(0.0)
+            + family_sum(&m, "simdedup_posts_rejected_total");
+        if done >= n && m.contains("simdedup_consumer_lag{") {
+            break m;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "counted {done} of {n}:\n{m}\n{}",
+            std::fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(http_get(&address, "/health"), (200, "ready\n".to_string()));
+    let get = |s: &str| sample(&m, s).unwrap_or_else(|| panic!("{s} missing:\n{m}"));
+    let posts_in = get("simdedup_posts_in_total");
+    let unique = get("simdedup_posts_unique_total");
+    let dups = get("simdedup_posts_duplicate_total");
+    let rejected = family_sum(&m, "simdedup_posts_rejected_total");
+    assert_eq!(posts_in, n);
+    assert_eq!(
+        posts_in,
+        unique + dups + rejected,
+        "in = unique + duplicates + rejected"
+    );
+    assert_eq!(unique, topic_lines(&t, &t.unique));
+    assert_eq!(dups, topic_lines(&t, &t.dups));
+    assert_eq!(rejected, topic_lines(&t, &t.rejected));
+    assert!(rejected > 0.0);
+    assert!(
+        get("simdedup_rebalances_total{kind=\"assign\"}") >= 2.0,
+        "route and dedup"
+    );
+    assert!(get("simdedup_index_entries") > 0.0);
+    assert!(get("simdedup_stage_latency_seconds_count{stage=\"decide\"}") > 0.0);
+    stop(worker);
+    let rdkafka_lines = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|j| j["target"] == "librdkafka" && j["fields"]["facility"].is_string())
+        .count();
+    assert!(rdkafka_lines > 0, "no librdkafka line in the JSON log");
 }

@@ -6,5 +6,6 @@ mod inspect;
 #[cfg(feature = "broker-tests")]
 mod kafka_broker;
 mod kafka_mock;
+mod metrics;
 mod pipeline;
 mod resume;

@@ -15,6 +15,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
 use super::{KafkaConfig, KafkaError};
+use crate::app::metrics;
 
 /// Consumer keys the delivery semantics depend on: (key, pinned value).
 const PINNED_CONSUMER: &[(&str, &str)] = &[
@@ -53,7 +54,7 @@ fn base(
 ) -> ClientConfig {
     let mut c = ClientConfig::new();
     c.set("bootstrap.servers", &k.brokers);
-    c.set_log_level(RDKafkaLogLevel::Warning);
+    c.set_log_level(log_level(extra));
     for (key, v) in extra {
         if pinned.iter().any(|(p, _)| p == key) {
             tracing::warn!(key = %key, "librdkafka setting is pinned by simdedup; ignoring the configured value");
@@ -67,6 +68,37 @@ fn base(
     c
 }
 
+/// The most verbose librdkafka level passed on to `ClientContext::log`: warnings and errors,
+/// or everything when the tracing filter enables `librdkafka=debug` or a `debug` context list
+/// is configured (librdkafka would otherwise drop its debug lines before they reach us).
+fn log_level(extra: &std::collections::BTreeMap<String, String>) -> RDKafkaLogLevel {
+    let traced = tracing::enabled!(target: "librdkafka", tracing::Level::DEBUG);
+    if extra.contains_key("debug") && !traced {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            tracing::warn!("librdkafka `debug` is set but its lines are filtered out: add librdkafka=debug to --log-level");
+        });
+    }
+    if traced || extra.contains_key("debug") {
+        RDKafkaLogLevel::Debug
+    } else {
+        RDKafkaLogLevel::Warning
+    }
+}
+
+/// Forwards a librdkafka log line to `tracing` (target `librdkafka`, field `facility`).
+fn forward_log(level: RDKafkaLogLevel, facility: &str, message: &str) {
+    use RDKafkaLogLevel as L;
+    match level {
+        L::Emerg | L::Alert | L::Critical | L::Error => {
+            tracing::error!(target: "librdkafka", facility, "{message}")
+        }
+        L::Warning => tracing::warn!(target: "librdkafka", facility, "{message}"),
+        L::Notice | L::Info => tracing::info!(target: "librdkafka", facility, "{message}"),
+        L::Debug => tracing::debug!(target: "librdkafka", facility, "{message}"),
+    }
+}
+
 /// Config of a group consumer.
 pub fn consumer_config(k: &KafkaConfig, group: &str) -> ClientConfig {
     let mut c = base(k, &k.consumer, PINNED_CONSUMER);
@@ -76,6 +108,10 @@ pub fn consumer_config(k: &KafkaConfig, group: &str) -> ClientConfig {
     // Eager: cooperative-sticky left partitions unassigned on tansu 0.6 after a member died
     // (measured); brokers that handle it can opt in through [kafka.consumer].
     c.set_if_absent("partition.assignment.strategy", "range,roundrobin");
+    if metrics::global().enabled() {
+        // Consumer lag per partition comes from librdkafka's statistics (RebalanceLog::stats).
+        c.set_if_absent("statistics.interval.ms", "5000");
+    }
     c
 }
 
@@ -150,7 +186,11 @@ pub struct AckContext {
     tx: Mutex<Sender<Delivery>>,
 }
 
-impl ClientContext for AckContext {}
+impl ClientContext for AckContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        forward_log(level, fac, message);
+    }
+}
 
 impl ProducerContext for AckContext {
     type DeliveryOpaque = Box<Tag>;
@@ -214,8 +254,27 @@ impl RebalanceLog {
 }
 
 impl ClientContext for RebalanceLog {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        forward_log(level, fac, message);
+    }
+
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
         log_client_error(error, reason);
+    }
+
+    fn stats(&self, s: rdkafka::Statistics) {
+        for (topic, t) in &s.topics {
+            let lags: Vec<(i32, Option<i64>)> = t
+                .partitions
+                .values()
+                .filter(|p| p.partition >= 0)
+                .map(|p| {
+                    let lag = p.consumer_lag;
+                    (p.partition, (lag >= 0).then_some(lag))
+                })
+                .collect();
+            metrics::global().consumer_lag(topic, &lags);
+        }
     }
 }
 
@@ -224,6 +283,10 @@ impl ClientContext for RebalanceLog {
 pub struct QuietContext;
 
 impl ClientContext for QuietContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        forward_log(level, fac, message);
+    }
+
     fn error(&self, error: rdkafka::error::KafkaError, reason: &str) {
         log_client_error(error, reason);
     }
@@ -254,10 +317,15 @@ impl ConsumerContext for RebalanceLog {
             Rebalance::Assign(tpl) => RebalanceEvent::Assigned(parts(tpl)),
             Rebalance::Revoke(tpl) => RebalanceEvent::Revoked(parts(tpl)),
             Rebalance::Error(e) => {
+                metrics::global().rebalance("error");
                 tracing::warn!(error = %e, "rebalance error");
                 return;
             }
         };
+        metrics::global().rebalance(match ev {
+            RebalanceEvent::Assigned(_) => "assign",
+            RebalanceEvent::Revoked(_) => "revoke",
+        });
         tracing::info!(event = ?ev, "rebalance");
         if let Ok(mut e) = self.events.lock() {
             e.push(ev);

@@ -32,6 +32,7 @@ use super::wire::{
 };
 use super::{KafkaConfig, KafkaError};
 use crate::app::config::Config;
+use crate::app::metrics::{self, Stage};
 use crate::engine::{Engine, Position};
 use crate::index::OrderKey;
 use crate::io::records::{self, Decided, Sink};
@@ -171,6 +172,8 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         unsent: Vec::new(),
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
+    let health = |state| metrics::global().set_health("dedup", state);
+    health(Err("catching up the replicated index".into()));
     let t = Instant::now();
     while !stop.load(Ordering::Relaxed)
         && !w.read_changelog(&c.reader, Duration::from_millis(200), true)
@@ -180,9 +183,12 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         secs = t.elapsed().as_secs_f64(),
         "replicated index caught up"
     );
+    metrics::global().publish_engine(&w.engine);
+    health(Err("waiting for partition assignment".into()));
     c.consumer.subscribe(&[&k.routed_topic])?;
     let mut last_decision = Instant::now();
     let mut last_report = Instant::now();
+    let mut last_publish = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         w.settle(&c)?;
         w.rebalance(&c)?;
@@ -200,12 +206,18 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         }
         w.publish_markers(&c, decided == 0)?;
         w.store_offsets(&c)?;
+        if last_publish.elapsed() > Duration::from_millis(200) {
+            metrics::global().publish_engine(&w.engine);
+            last_publish = Instant::now();
+        }
         if !busy && decided == 0 {
             // Nothing to do until the changelog moves: wait on it briefly instead of spinning.
             w.read_changelog(&c.reader, Duration::from_millis(5), false);
         }
     }
+    health(Err("stopping".into()));
     w.shutdown(&c)?;
+    metrics::global().publish_engine(&w.engine);
     Ok(w.stats)
 }
 
@@ -273,6 +285,7 @@ impl<'a> Worker<'a> {
         for ev in c.consumer.context().drain() {
             match ev {
                 RebalanceEvent::Assigned(ps) => {
+                    metrics::global().set_health("dedup", Ok(()));
                     if !ps.is_empty() {
                         self.send_sync(c)?;
                     }
@@ -516,6 +529,7 @@ impl<'a> Worker<'a> {
                     format!("malformed routed record: {detail}"),
                 );
                 records::rejected_record(&mut self.rec, &r, None, offset + 1, b"");
+                metrics::global().rejected(r.reason);
                 self.stats.rejected += 1;
                 (self.k.rejected_topic.as_str(), Vec::new())
             }
@@ -556,9 +570,12 @@ impl<'a> Worker<'a> {
             partition: p,
             seq: offset,
         };
+        let t = Instant::now();
         let v = self
             .engine
             .decide(at, &post.id, post.created_at, &post.analyzed);
+        metrics::global().observe_stage(Stage::Decide, t.elapsed());
+        metrics::global().verdict(&v);
         let decided = Decided {
             id: &post.id,
             created_at: post.created_at,

@@ -20,6 +20,7 @@ use super::client::{self, QuietContext, Tag};
 use super::route::{send, settle, Out};
 use super::{KafkaConfig, KafkaError};
 use crate::app::config::Config;
+use crate::app::metrics::{self, Stage};
 use crate::engine::{Analyzed, Analyzer, Engine, Position};
 use crate::index::OrderKey;
 use crate::input::{Decoded, Decoder};
@@ -72,7 +73,9 @@ pub fn run(
     tokenizer: &Tokenizer,
     range: &ReplayRange,
 ) -> Result<ReplayStats, KafkaError> {
+    metrics::global().set_health("replay", Err("reading the input range".into()));
     let raw = read_range(k, cfg, range)?;
+    metrics::global().set_health("replay", Ok(()));
     let merged = merge_by_time(raw);
     let router = Router::new(k.routed_partitions, cfg.routing.clone());
     let mut analyzer = Analyzer::new(tokenizer);
@@ -84,7 +87,9 @@ pub fn run(
             Err(_) => rejected.push(r),
             Ok(post) => {
                 let mut a = Analyzed::default();
+                let t = std::time::Instant::now();
                 analyzer.analyze(&post.text, &mut a);
+                metrics::global().observe_stage(Stage::Analyze, t.elapsed());
                 let weight: f32 = a.tokens.iter().map(|t| t.weight).sum();
                 let p = a
                     .simhash
@@ -121,6 +126,7 @@ pub fn run(
         if let Err(rj) = &r.post {
             rec.clear();
             records::rejected_record(&mut rec, rj, None, r.offset as u64 + 1, &r.line);
+            metrics::global().rejected(rj.reason);
             stats.rejected += 1;
             emit(&k.rejected_topic, &[], &rec, &mut acks)?;
         }
@@ -136,7 +142,13 @@ pub fn run(
             partition: p as u32,
             seq,
         };
+        let t = std::time::Instant::now();
         let v = engine.decide(at, &post.id, post.created_at, &a);
+        metrics::global().observe_stage(Stage::Decide, t.elapsed());
+        metrics::global().verdict(&v);
+        if (stats.unique + stats.duplicates + stats.rejected).is_multiple_of(4096) {
+            metrics::global().publish_engine(&engine);
+        }
         let decided = Decided {
             id: &post.id,
             created_at: post.created_at,
@@ -154,6 +166,7 @@ pub fn run(
         engine.take_changes();
         emit(topic, post.id.0.as_bytes(), &rec, &mut acks)?;
     }
+    metrics::global().publish_engine(&engine);
     producer.flush(Duration::from_secs(60))?;
     while acks.in_flight() > 0 {
         settle(&deliveries, &mut acks, &mut |_, _| {})?;
@@ -268,9 +281,11 @@ fn read_range(
             continue;
         }
         let line = m.payload().unwrap_or_default().to_vec();
+        let t = std::time::Instant::now();
         let post = decoder
             .decode(&line)
             .and_then(|d| future_time(d.created_at, now, max_future).map_or(Ok(d), Err));
+        metrics::global().observe_stage(Stage::Decode, t.elapsed());
         let time = post
             .as_ref()
             .ok()
@@ -280,6 +295,7 @@ fn read_range(
             continue;
         }
         last_time = last_time.max(time);
+        metrics::global().post_in();
         out[p].push_back(Raw {
             partition: p as u32,
             offset: o,

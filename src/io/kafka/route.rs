@@ -17,6 +17,7 @@ use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Ta
 use super::wire::encode_routed;
 use super::{KafkaConfig, KafkaError};
 use crate::app::config::Config;
+use crate::app::metrics::{self, Stage};
 use crate::engine::{Analyzed, Analyzer};
 use crate::input::Decoder;
 use crate::io::process::{future_time, now_secs};
@@ -96,6 +97,8 @@ pub fn run(
     let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
     let mut last_time = i64::MIN;
     let mut progressed = true;
+    let health = |state| metrics::global().set_health("route", state);
+    health(Err("waiting for partition assignment".into()));
     while !stop.load(Ordering::Relaxed) {
         settle(&deliveries, &mut acks, &mut |_, _| {})?;
         store_offsets(&consumer, &k.input_topic, &acks, &mut stored)?;
@@ -112,9 +115,12 @@ pub fn run(
             // Apply rebalances before the record that followed them.
             for ev in consumer.context().drain() {
                 match ev {
-                    RebalanceEvent::Assigned(ps) => ps.iter().for_each(|p| {
-                        parts.entry(*p).or_default();
-                    }),
+                    RebalanceEvent::Assigned(ps) => {
+                        health(Ok(()));
+                        ps.iter().for_each(|p| {
+                            parts.entry(*p).or_default();
+                        })
+                    }
                     RebalanceEvent::Revoked(ps) => ps.iter().for_each(|p| {
                         acks.remove(*p);
                         parts.remove(p);
@@ -137,12 +143,14 @@ pub fn run(
                 }
             };
             let line = msg.payload().unwrap_or_default().to_vec();
+            let t = Instant::now();
             let post = decoder.decode(&line).and_then(|post| {
                 match future_time(post.created_at, now, max_future) {
                     Some(r) => Err(r),
                     None => Ok(post),
                 }
             });
+            metrics::global().observe_stage(Stage::Decode, t.elapsed());
             // Records without a usable time go out in arrival order.
             let time = post
                 .as_ref()
@@ -183,15 +191,19 @@ pub fn run(
             };
             last_time = last_time.max(rec.time);
             stats.records += 1;
+            metrics::global().post_in();
             let (topic, partition, key) = match &rec.post {
                 Err(rj) => {
+                    metrics::global().rejected(rj.reason);
                     r.rec.clear();
                     rejected_record(&mut r.rec, rj, None, rec.offset + 1, &rec.line);
                     stats.rejected += 1;
                     (k.rejected_topic.as_str(), None, Vec::new())
                 }
                 Ok(post) => {
+                    let t = Instant::now();
                     let partition = r.encode(post, &rec.line);
+                    metrics::global().observe_stage(Stage::Analyze, t.elapsed());
                     stats.routed += 1;
                     (
                         k.routed_topic.as_str(),
@@ -219,6 +231,7 @@ pub fn run(
             )?;
         }
     }
+    health(Err("stopping".into()));
     shutdown(k, &consumer, &producer, &deliveries, &mut acks, &mut stored)?;
     Ok(stats)
 }
