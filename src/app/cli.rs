@@ -75,6 +75,9 @@ pub enum Command {
     /// Score the engine on a labelled stream (truth.jsonl as in the benchmark).
     #[command(after_help = EVAL_EXAMPLES)]
     Eval(EvalArgs),
+    /// Load generator: Weibo-style posts with a duplicate mix, to a file, stdout or a topic.
+    #[command(after_help = crate::app::generate::EXAMPLES)]
+    Generate(crate::app::generate::GenerateArgs),
 }
 
 const DEDUP_EXAMPLES: &str = "Examples:
@@ -325,6 +328,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Export(a) => export(a),
         Command::Passthrough(a) => passthrough(a),
         Command::Eval(a) => run_eval(a),
+        Command::Generate(a) => crate::app::generate::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

@@ -3,4 +3,5 @@
 pub mod cli;
 pub mod config;
 pub mod eval;
+pub mod generate;
 pub mod telemetry;
