@@ -84,6 +84,9 @@ pub enum Command {
     /// Show why post B is or is not a duplicate of post A, step by step.
     #[command(after_help = crate::app::explain::HELP)]
     Explain(crate::app::explain::ExplainArgs),
+    /// Load generator: Weibo-style posts with a duplicate mix, to a file, stdout or a topic.
+    #[command(after_help = crate::app::generate::EXAMPLES)]
+    Generate(crate::app::generate::GenerateArgs),
 }
 
 const DEDUP_EXAMPLES: &str = "Examples:
@@ -413,6 +416,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::CheckConfig(a) => check_config(a),
         Command::Inspect(a) => crate::app::inspect::run(a),
         Command::Explain(a) => crate::app::explain::run(a),
+        Command::Generate(a) => crate::app::generate::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

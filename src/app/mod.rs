@@ -7,4 +7,5 @@ pub mod layers;
 pub mod explain;
 pub mod inspect;
 pub mod metrics;
+pub mod generate;
 pub mod telemetry;

@@ -22,10 +22,6 @@ pub fn produce(
     create: Option<i32>,
     input: &str,
 ) -> Result<u64, KafkaError> {
-    if let Some(partitions) = create {
-        client::ensure_topics(k, &[(topic, partitions)])?;
-    }
-    let (producer, deliveries) = client::producer(k)?;
     let reader: Box<dyn BufRead> = if input == "-" {
         Box::new(std::io::BufReader::new(std::io::stdin()))
     } else {
@@ -33,23 +29,56 @@ pub fn produce(
             .map_err(|e| KafkaError::Config(format!("cannot open {input}: {e}")))?;
         Box::new(std::io::BufReader::with_capacity(1 << 20, f))
     };
-    let mut n = 0u64;
-    for line in reader.split(b'\n') {
-        let line = line.map_err(|e| KafkaError::Config(format!("cannot read {input}: {e}")))?;
+    let mut read_err = None;
+    let lines = reader.split(b'\n').map_while(|l| match l {
+        Ok(l) => Some(l),
+        Err(e) => {
+            read_err = Some(e);
+            None
+        }
+    });
+    let n = produce_lines(k, topic, create, lines)?;
+    match read_err {
+        Some(e) => Err(KafkaError::Config(format!("cannot read {input}: {e}"))),
+        None => Ok(n),
+    }
+}
+
+/// Produces `lines` to `topic` (created with `create` partitions if given and missing), keyed
+/// by line number; returns the number of records, all acknowledged. Delivery reports are
+/// settled while sending, so an endless source does not pile them up.
+pub fn produce_lines(
+    k: &KafkaConfig,
+    topic: &str,
+    create: Option<i32>,
+    lines: impl Iterator<Item = Vec<u8>>,
+) -> Result<u64, KafkaError> {
+    if let Some(partitions) = create {
+        client::ensure_topics(k, &[(topic, partitions)])?;
+    }
+    let (producer, deliveries) = client::producer(k)?;
+    let check = |d: client::Delivery| {
+        d.result.map_err(|message| KafkaError::Delivery {
+            topic: d.topic.clone(),
+            message,
+        })
+    };
+    let (mut n, mut acked) = (0u64, 0u64);
+    for line in lines {
         let key = n.to_string();
         send_retrying(&producer, topic, key.as_bytes(), &line)?;
         n += 1;
+        while let Ok(d) = deliveries.try_recv() {
+            check(d)?;
+            acked += 1;
+        }
     }
     producer.flush(Duration::from_secs(60))?;
-    let mut acked = 0u64;
     while acked < n {
         let d = deliveries
             .recv_timeout(Duration::from_secs(60))
             .map_err(|_| KafkaError::Config("delivery reports stopped".into()))?;
-        d.result.map_err(|message| KafkaError::Delivery {
-            topic: d.topic.clone(),
-            message,
-        })?;
+        check(d)?;
         acked += 1;
     }
     Ok(n)
