@@ -15,9 +15,11 @@ cd "$(dirname "$0")/.."
 input=${1:-../shared/bench/weibo-dev-small/posts.jsonl}
 kill_at=${2:-15000}
 timeout=${SIMDEDUP_KILL_TIMEOUT:-1800}
-# tansu 0.6 leaves partitions unassigned when it evicts a dead member while a new member is
-# joining (measured: after a restart 2 s after the kill, 3 of 8 partitions stayed with nobody).
-# Restarting after the session timeout (10 s here) lets the eviction rebalance finish first.
+# tansu 0.6 and a dead member (measured): when the replacement joins before the session timeout
+# evicts the dead member, the dead member still gets partitions in the new assignment (a restart
+# 2 s after the kill left 3 of 8 partitions with nobody, for good); after the eviction the
+# survivors get only their own partitions back, and the dead member's go to the next member that
+# joins. Restarting after the session timeout (10 s here) is the sequence tansu gets right.
 restart_delay=${SIMDEDUP_RESTART_DELAY:-15}
 cargo build --release --locked -q
 bin=$PWD/target/release/simdedup

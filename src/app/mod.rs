@@ -3,9 +3,9 @@
 pub mod cli;
 pub mod config;
 pub mod eval;
-pub mod layers;
 pub mod explain;
-pub mod inspect;
-pub mod metrics;
 pub mod generate;
+pub mod inspect;
+pub mod layers;
+pub mod metrics;
 pub mod telemetry;
