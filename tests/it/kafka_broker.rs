@@ -32,6 +32,19 @@ struct Topics {
     dups: String,
     rejected: String,
     changelog: String,
+    /// Workers started by this test: killed when the test ends, also when it fails.
+    workers: std::cell::RefCell<Vec<u32>>,
+}
+
+impl Drop for Topics {
+    fn drop(&mut self) {
+        for pid in self.workers.borrow().iter() {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
 }
 
 impl Topics {
@@ -45,6 +58,7 @@ impl Topics {
             dups: format!("{p}.dups"),
             rejected: format!("{p}.rejected"),
             changelog: format!("{p}.changelog"),
+            workers: Default::default(),
         }
     }
 
@@ -58,7 +72,13 @@ impl Topics {
         for f in configs {
             c.arg("--config").arg(f);
         }
-        c.spawn().unwrap()
+        self.spawn(c)
+    }
+
+    fn spawn(&self, mut c: Command) -> Child {
+        let child = c.spawn().unwrap();
+        self.workers.borrow_mut().push(child.id());
+        child
     }
 
     fn command(&self, role: &str, log: &Path) -> Command {
@@ -450,18 +470,17 @@ fn metrics_scraped_during_a_run_add_up_to_the_output_topics() {
     // JSON logs with librdkafka's consumer-group debug lines: they must reach the same log.
     let config = dir.path().join("debug.toml");
     std::fs::write(&config, "[kafka.consumer]\ndebug = \"cgrp\"\n").unwrap();
-    let worker = t
-        .command("all", &log)
-        // Global flags may follow the subcommand; the last --log-level wins.
+    let mut command = t.command("all", &log);
+    // Global flags may follow the subcommand; the last --log-level wins.
+    command
         .args([
             "--log-format",
             "json",
             "--log-level",
             "info,librdkafka=debug",
         ])
-        .env("SIMDEDUP_CONFIG", &config)
-        .spawn()
-        .unwrap();
+        .env("SIMDEDUP_CONFIG", &config);
+    let worker = t.spawn(command);
     let address = metrics_address(&log);
 
     // Scrape while the worker runs, until every record is counted (counters are bumped before
