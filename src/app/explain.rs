@@ -456,8 +456,13 @@ pub fn render(e: &Explanation) -> String {
         Some(s) => format!("candidate: A is found for B by {}\n", sources_label(s)),
         None => "candidate: A is not found for B by any candidate source (exact map, block tables, bigrams)\n".into(),
     };
-    let v = &e.verdict;
-    o += &match v.kind {
+    o += &render_verdict(&e.verdict);
+    o
+}
+
+/// The `verdict: ...` line of `explain` and `inspect query`.
+pub fn render_verdict(v: &VerdictView) -> String {
+    match v.kind {
         "duplicate" => format!(
             "verdict: duplicate of {} by {} (distance {}, Sim {:.3})\n",
             v.cluster.as_deref().unwrap_or("?"),
@@ -472,8 +477,7 @@ pub fn render(e: &Explanation) -> String {
                 .map(|n| format!(" ({n})"))
                 .unwrap_or_default()
         ),
-    };
-    o
+    }
 }
 
 /// "exact+simhash+gram" style label of candidate sources.

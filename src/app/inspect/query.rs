@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{instant, Instant, Opened};
-use crate::app::explain::{sources_label, VerdictView};
+use crate::app::explain::{render_verdict, sources_label, VerdictView};
 use crate::engine::{Analyzed, Analyzer, Position};
 use crate::index::{Entry, EntryRef, OrderKey, Query, Sources};
 use crate::text::tokenize::Tokenizer;
@@ -138,23 +138,7 @@ pub fn render_query(q: &QueryReport) -> String {
         "query: {}\nnormalized: {}\nfingerprint: {}\n",
         q.text, q.normalized, q.fingerprint
     );
-    let v = &q.verdict;
-    o += &match v.kind {
-        "duplicate" => format!(
-            "verdict: duplicate of {} by {} (distance {}, Sim {:.3})\n",
-            v.cluster.as_deref().unwrap_or("?"),
-            v.method.unwrap_or("?"),
-            v.distance.unwrap_or(0),
-            v.similarity.unwrap_or(0.0)
-        ),
-        k => format!(
-            "verdict: {k}{}\n",
-            v.note
-                .as_ref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default()
-        ),
-    };
+    o += &render_verdict(&q.verdict);
     o += &format!(
         "{} live entries compared; the engine's candidate search finds {}\n",
         q.scanned, q.candidates
