@@ -42,8 +42,12 @@ pub struct Cli {
     pub command: Command,
 }
 
-const EXIT_CODES: &str = "Exit codes: 0 done, 1 runtime failure (outputs consistent up to the last checkpoint), \
-2 usage or configuration error, 130 interrupted by a signal after a clean checkpoint (rerun to resume).";
+const EXIT_CODES: &str = "Exit codes: 0 done (`run`, `passthrough`: stopped by SIGINT/SIGTERM after \
+draining); 1 runtime failure (I/O, Kafka, state store; outputs consistent up to the last checkpoint \
+or committed offset); 2 usage or configuration error; 130 `dedup` interrupted by a signal after a \
+clean checkpoint (rerun the same command to resume), or a second signal to `dedup`, `run` or \
+`passthrough`, which exits at once. The other commands have no drain: a signal ends them as it \
+ends any program. Each command's --help has the details.";
 
 /// Log formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -57,7 +61,7 @@ pub enum LogFormat {
 /// Subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Deduplicate a JSON-lines file or stdin (the embedded default, no Kafka).
+    /// Deduplicate a JSON-lines file or stdin, in one process (no Kafka).
     #[command(after_help = DEDUP_EXAMPLES)]
     Dedup(DedupArgs),
     /// Run the Kafka stream processor (stage route, dedup, or both in one process).
@@ -66,11 +70,15 @@ pub enum Command {
     /// Backfill: decide a range of the raw topic into separate output topics, with fresh state.
     #[command(after_help = REPLAY_EXAMPLES)]
     Replay(ReplayArgs),
-    /// Produce the lines of a JSON-lines file to a topic (to feed a raw topic).
+    /// Produce the lines of a JSON-lines file or stdin to a topic (to feed a raw topic).
+    #[command(after_help = PRODUCE_HELP)]
     Produce(ProduceArgs),
     /// Write all records of a topic to a JSON-lines file (stops after --idle-ms without records).
+    #[command(after_help = EXPORT_HELP)]
     Export(ExportArgs),
-    /// Throughput baseline: copy a topic to another unchanged, with the stages' client settings.
+    /// Throughput baseline: copy a topic to another unchanged, with the stages' built-in client
+    /// settings.
+    #[command(after_help = PASSTHROUGH_HELP)]
     Passthrough(PassthroughArgs),
     /// Score the engine on a labelled stream (truth.jsonl as in the benchmark).
     #[command(after_help = EVAL_EXAMPLES)]
@@ -96,13 +104,27 @@ const DEDUP_EXAMPLES: &str = "Examples:
       --duplicates-out dups.jsonl --rejected-out rejected.jsonl --state-dir state/
 
 Rerunning an interrupted command with the same state dir resumes at its last checkpoint;
-running another input with the same state dir continues the window.";
+running another input with the same state dir continues the window.
+
+Exit codes: 0 input done (with --metrics-hold: after the signal that ends the hold); 1 runtime
+failure (outputs consistent up to the last checkpoint); 2 usage or configuration error (also a
+metrics address that cannot be bound); 130 stopped by SIGINT/SIGTERM after a clean checkpoint, or
+at once by a second signal: rerun the same command with the same --state-dir to resume (without
+--state-dir nothing persists, so a rerun starts over).";
 
 const RUN_EXAMPLES: &str = "Examples:
   simdedup run --role all --brokers 127.0.0.1:9092 --input-topic posts
   SIMDEDUP_BROKERS=kafka:9092 simdedup run --role dedup --config /etc/simdedup.toml
 
-Workers of one role that share --group-id form a consumer group: add workers to scale out.";
+Workers of one role that share --group-id form a consumer group: add workers to scale out.
+Missing topics are created (the routed one with --routed-partitions, the changelog with one
+partition, the others with `kafka.output_partitions`).
+
+Runs until SIGINT/SIGTERM. Exit codes: 0 stopped by a signal after draining (finish the record
+in hand, flush the producer, commit; within `kafka.shutdown_timeout_ms`); 1 Kafka failure
+(offsets are committed only for acknowledged outputs: a restart re-processes from there);
+2 usage or configuration error, or a metrics address that cannot be bound; 130 a second signal,
+which exits at once.";
 
 /// Which stages a `run` process hosts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -121,34 +143,41 @@ pub struct RunArgs {
     /// Stages to run.
     #[arg(long, value_enum, env = "SIMDEDUP_ROLE")]
     pub role: Role,
-    /// Bootstrap servers.
+    /// Bootstrap servers, comma-separated host:port [default: `kafka.brokers` of the config,
+    /// 127.0.0.1:9092].
     #[arg(long, env = "SIMDEDUP_BROKERS")]
     pub brokers: Option<String>,
-    /// Consumer group prefix (stages use `<id>.route` and `<id>.dedup`).
+    /// Consumer group prefix: the stages join `<id>.route` and `<id>.dedup` [default:
+    /// `kafka.group_id`, simdedup].
     #[arg(long, env = "SIMDEDUP_GROUP_ID")]
     pub group_id: Option<String>,
-    /// Raw posts topic.
+    /// Raw posts topic [default: `kafka.input_topic`, posts].
     #[arg(long, env = "SIMDEDUP_INPUT_TOPIC")]
     pub input_topic: Option<String>,
-    /// Internal routed topic.
+    /// Internal routed topic between the stages [default: `kafka.routed_topic`, simdedup.routed].
     #[arg(long, env = "SIMDEDUP_ROUTED_TOPIC")]
     pub routed_topic: Option<String>,
-    /// Partitions of the routed topic (when created).
+    /// Partitions of the routed topic: route spreads posts over this many and dedup orders its
+    /// decisions over them; the topic is created with it if missing. An existing topic is not
+    /// checked: give every worker its partition count [default: `kafka.routed_partitions`, 8].
     #[arg(long, env = "SIMDEDUP_ROUTED_PARTITIONS")]
     pub routed_partitions: Option<u32>,
-    /// Unique posts topic.
+    /// Unique posts topic [default: `kafka.unique_topic`, posts.unique].
     #[arg(long, env = "SIMDEDUP_UNIQUE_TOPIC")]
     pub unique_topic: Option<String>,
-    /// Duplicate events topic.
+    /// Duplicate events topic [default: `kafka.duplicates_topic`, posts.duplicates].
     #[arg(long, env = "SIMDEDUP_DUPLICATES_TOPIC")]
     pub duplicates_topic: Option<String>,
-    /// Rejected records topic.
+    /// Rejected records topic [default: `kafka.rejected_topic`, posts.rejected].
     #[arg(long, env = "SIMDEDUP_REJECTED_TOPIC")]
     pub rejected_topic: Option<String>,
-    /// Replicated index changelog topic.
+    /// Replicated index changelog topic, one partition; keep at least the window [default:
+    /// `kafka.changelog_topic`, simdedup.changelog].
     #[arg(long, env = "SIMDEDUP_CHANGELOG_TOPIC")]
     pub changelog_topic: Option<String>,
-    /// State directory (reserved: the dedup stage rebuilds its index from the changelog topic).
+    /// Not used by `run`: the dedup stage keeps no local state and rebuilds its index from the
+    /// changelog topic on start. Accepted so that SIMDEDUP_STATE_DIR (read by `dedup`) can be set
+    /// for every command.
     #[arg(long, env = "SIMDEDUP_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
     /// Serve GET /metrics and /health on this host:port (port 0: a free port; `off`: none)
@@ -201,7 +230,12 @@ fn start_metrics(address: Option<&str>) -> Result<(), (u8, String)> {
 }
 
 const EVAL_EXAMPLES: &str = "Example:
-  simdedup eval --posts bench/posts.jsonl --truth bench/truth.jsonl";
+  simdedup eval --posts bench/posts.jsonl --truth bench/truth.jsonl
+
+Runs the engine in memory (no state dir, no Kafka) with the configured analysis and index.
+
+Exit codes: 0 done; 1 a file that cannot be read or a malformed truth line; 2 configuration
+error.";
 
 /// Options shared by commands that build an engine.
 #[derive(Debug, Args)]
@@ -231,13 +265,14 @@ pub struct DedupArgs {
     /// Input JSON lines, `-` for stdin.
     #[arg(long)]
     pub input: String,
-    /// Unique posts (the original JSON), `-` for stdout.
+    /// Unique posts, `-` for stdout: the original JSON line (with fields added under
+    /// `output.enrich_key` for --enrich, and to mark a post with no text left).
     #[arg(long, default_value = "-")]
     pub unique_out: String,
-    /// Duplicate-cluster events (JSON lines).
+    /// Duplicate-cluster events (JSON lines), `-` for stdout.
     #[arg(long)]
     pub duplicates_out: String,
-    /// Rejected records with their reason (JSON lines).
+    /// Rejected records with their reason (JSON lines), `-` for stdout.
     #[arg(long)]
     pub rejected_out: String,
     /// State directory (sled). Without it the window lives in memory and nothing persists.
@@ -249,7 +284,7 @@ pub struct DedupArgs {
     /// Never draw the progress bar (it is drawn only when stderr is a terminal).
     #[arg(long)]
     pub no_progress: bool,
-    /// Add `simhash` and `tokens` to unique posts (overrides `output.enrich`).
+    /// Add `simhash` (hex) and `tokens` to unique posts (turns `output.enrich` on).
     #[arg(long)]
     pub enrich: bool,
     /// Metrics endpoint.
@@ -264,15 +299,22 @@ const REPLAY_EXAMPLES: &str = "Example:
   simdedup replay --brokers 127.0.0.1:9092 --input-topic posts --from-time 1700000000 \\
       --unique-topic backfill.unique --duplicates-topic backfill.duplicates --rejected-topic backfill.rejected
 
-Deterministic: the same range gives the same verdicts, in the order the live topology decides.";
+Deterministic: the same range gives the same verdicts, in the order the live topology decides.
+Reads the whole range into memory first, then decides it; missing output topics are created.
+
+Exit codes: 0 done (with --metrics-hold: after the signal that ends the hold); 1 Kafka failure;
+2 usage or configuration error (also a metrics address that cannot be bound). No checkpoint: a
+signal during the replay ends it at once, and a rerun starts over, appending to the output topics
+again.";
 
 /// `replay` options.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// Bootstrap servers.
+    /// Bootstrap servers, comma-separated host:port [default: `kafka.brokers` of the config,
+    /// 127.0.0.1:9092].
     #[arg(long, env = "SIMDEDUP_BROKERS")]
     pub brokers: Option<String>,
-    /// Raw posts topic to read.
+    /// Raw posts topic to read [default: `kafka.input_topic`, posts].
     #[arg(long, env = "SIMDEDUP_INPUT_TOPIC")]
     pub input_topic: Option<String>,
     /// Unique posts of the replay (use topics separate from the live ones).
@@ -284,7 +326,8 @@ pub struct ReplayArgs {
     /// Rejected records of the replay.
     #[arg(long)]
     pub rejected_topic: String,
-    /// Routed partitions to decide with (must match the live topology for identical verdicts).
+    /// Routed partitions to decide with (must match the live topology for identical verdicts)
+    /// [default: `kafka.routed_partitions`, 8].
     #[arg(long, env = "SIMDEDUP_ROUTED_PARTITIONS")]
     pub routed_partitions: Option<u32>,
     /// First offset of every partition.
@@ -293,7 +336,8 @@ pub struct ReplayArgs {
     /// Last offset (inclusive) of every partition.
     #[arg(long)]
     pub to_offset: Option<i64>,
-    /// Skip posts with an earlier event time (unix seconds).
+    /// Skip posts with an earlier event time (unix seconds). With --from-offset, reading also
+    /// starts at the broker timestamp's offset if that is later.
     #[arg(long)]
     pub from_time: Option<i64>,
     /// Skip posts with a later event time (unix seconds).
@@ -307,10 +351,19 @@ pub struct ReplayArgs {
     pub config: ConfigArgs,
 }
 
+const PRODUCE_HELP: &str = "Example:
+  simdedup produce --brokers 127.0.0.1:9092 --topic posts --input tests/data/sample_posts.jsonl
+
+Each line is one record, keyed by its line number (0, 1, ...), so the records spread over the
+partitions. A missing topic is created (replication factor 1). Client settings are the built-in
+ones: no --config, so no [kafka.producer] settings (SASL/SSL).
+
+Exit codes: 0 every record acknowledged; 1 a read or Kafka error.";
+
 /// `produce` options.
 #[derive(Debug, Args)]
 pub struct ProduceArgs {
-    /// Bootstrap servers.
+    /// Bootstrap servers, comma-separated host:port.
     #[arg(long, env = "SIMDEDUP_BROKERS")]
     pub brokers: String,
     /// Destination topic.
@@ -324,10 +377,19 @@ pub struct ProduceArgs {
     pub input: String,
 }
 
+const EXPORT_HELP: &str = "Example:
+  simdedup export --brokers 127.0.0.1:9092 --topic posts.unique --output unique.jsonl
+
+Reads every partition from the beginning, outside any consumer group (no offsets committed), and
+writes each record's value as one line (keys are dropped; partitions interleave). Client settings
+are the built-in ones: no --config, so no [kafka.consumer] settings (SASL/SSL).
+
+Exit codes: 0 done; 1 a write or Kafka error.";
+
 /// `export` options.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// Bootstrap servers.
+    /// Bootstrap servers, comma-separated host:port.
     #[arg(long, env = "SIMDEDUP_BROKERS")]
     pub brokers: String,
     /// Source topic.
@@ -341,10 +403,21 @@ pub struct ExportArgs {
     pub idle_ms: u64,
 }
 
+const PASSTHROUGH_HELP: &str = "Example:
+  simdedup passthrough --brokers 127.0.0.1:9092 --from posts --to posts.copy
+
+Consumes --from in a consumer group and produces each record, key and value, to --to (created
+with 8 partitions if missing), storing an offset only after its copy is acknowledged, as the
+stages do. Client settings are the stages' built-in ones: no --config, so no [kafka.consumer] or
+[kafka.producer] settings (SASL/SSL).
+
+Runs until SIGINT/SIGTERM. Exit codes: 0 stopped by a signal after flushing; 1 Kafka failure;
+130 a second signal, which exits at once.";
+
 /// `passthrough` options.
 #[derive(Debug, Args)]
 pub struct PassthroughArgs {
-    /// Bootstrap servers.
+    /// Bootstrap servers, comma-separated host:port.
     #[arg(long, env = "SIMDEDUP_BROKERS")]
     pub brokers: String,
     /// Source topic.
@@ -744,16 +817,17 @@ fn replay(a: ReplayArgs) -> CmdResult {
         to_time: a.to_time,
     };
     a.metrics.start()?;
-    // Replay has no stop flag of its own: without --metrics-hold a signal ends it at once.
-    let stop = a.metrics.metrics_hold.then(stop_flag);
+    // Replay has no checkpoint: a signal during it ends it at once (the default action). The
+    // stop flag exists only for --metrics-hold, once the input is done; registered earlier, it
+    // would swallow the first signal and the replay would go on.
     let st = crate::io::kafka::replay::run(&kc, &cfg, &tokenizer, &range)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!(
         "simdedup: replayed {} records: {} unique, {} duplicates, {} rejected",
         st.records, st.unique, st.duplicates, st.rejected
     );
-    if let Some(stop) = stop {
-        a.metrics.hold(&stop);
+    if a.metrics.metrics_hold {
+        a.metrics.hold(&stop_flag());
     }
     Ok(EXIT_OK)
 }
@@ -772,4 +846,45 @@ fn stop_flag() -> Arc<AtomicBool> {
         let _ = signal_hook::flag::register(sig, Arc::clone(&stop));
     }
     stop
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every subcommand, nested ones too, shows at least one example in its --help.
+    #[test]
+    fn every_subcommand_help_has_an_example() {
+        fn walk(cmd: &mut clap::Command, path: &str, missing: &mut Vec<String>) {
+            for sub in cmd.get_subcommands_mut().filter(|s| s.get_name() != "help") {
+                let name = format!("{path} {}", sub.get_name());
+                if !sub.render_long_help().to_string().contains("Example") {
+                    missing.push(name.clone());
+                }
+                walk(sub, &name, missing);
+            }
+        }
+        let mut missing = Vec::new();
+        let mut cmd = Cli::command();
+        cmd.build();
+        walk(&mut cmd, "simdedup", &mut missing);
+        assert!(missing.is_empty(), "no example in --help of: {missing:?}");
+    }
+
+    /// The exit codes the help promises are the ones the code returns.
+    #[test]
+    fn help_exit_codes_are_the_constants() {
+        for (code, text) in [
+            (EXIT_OK, "0 done"),
+            (EXIT_FAILURE, "1 runtime failure"),
+            (EXIT_USAGE, "2 usage"),
+            (EXIT_INTERRUPTED, "130 `dedup` interrupted"),
+        ] {
+            assert!(
+                EXIT_CODES.contains(text) && text.starts_with(&format!("{code} ")),
+                "{text}"
+            );
+        }
+    }
 }

@@ -28,7 +28,12 @@ pub const EXAMPLES: &str = "Examples:
   simdedup generate --count 100000 --rate 2000 --topic posts --brokers 127.0.0.1:9092
   simdedup generate --mix unique=0.5,exact=0.2,format=0.2,light=0.1 --delay uniform:0:3600
 
-With --rate, `--start now --event-rate` equal to --rate gives live-looking event times.";
+With --rate, `--start now --event-rate` equal to --rate gives live-looking event times.
+With --topic, each post is one record keyed by its number and a missing topic is created with
+--partitions (built-in client settings: no --config).
+
+Exit codes: 0 done (with --topic: every record acknowledged); 1 a write or Kafka error; 2 usage
+error.";
 
 /// `generate` options.
 #[derive(Debug, Args)]
@@ -57,7 +62,7 @@ pub struct GenerateArgs {
     /// Posts per second of event time (`created_at` advances by this on average).
     #[arg(long, default_value_t = 20.0)]
     pub event_rate: f64,
-    /// Output JSON lines, `-` for stdout (ignored with --topic).
+    /// Output JSON lines, `-` for stdout; not with --topic.
     #[arg(long, default_value = "-")]
     pub output: String,
     /// Also write the truth: `{"id","cluster","label","kind"}` per post, the format of

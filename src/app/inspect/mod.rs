@@ -41,13 +41,21 @@ settings decide what the rebuilt index looks like.
 Exit codes: 0 done; 1 runtime failure, including a state dir locked by a running worker;
 2 usage or configuration error (not a state dir, analysis settings differ from the state dir's).";
 
+/// `inspect query --help` epilogue.
+const QUERY_HELP: &str = "Examples:
+  simdedup inspect --state-dir state/ query '今天早上地铁二号线又停运了' --limit 5
+  simdedup inspect --state-dir state/ query @post.txt --json
+
+--state-dir and --config go before `query`. Exit codes as for `inspect`.";
+
 /// `inspect` options.
 #[derive(Debug, clap::Args)]
 pub struct InspectArgs {
     /// State directory written by `dedup --state-dir`.
     #[arg(long, env = "SIMDEDUP_STATE_DIR")]
     pub state_dir: PathBuf,
-    /// Length of the lists (largest buckets and postings, most refreshed clusters).
+    /// Length of the report's lists (largest buckets and postings, most refreshed clusters);
+    /// `query` has --limit.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
     /// Print the report as JSON.
@@ -67,8 +75,9 @@ pub enum InspectAction {
     /// List the stored posts nearest to TEXT (`-` reads stdin, `@FILE` a file) with Hamming
     /// distance, Zhou's Sim, the verification rule that accepts the pair and whether the
     /// engine's candidate search finds it; and the verdict a post with this text would get next.
+    #[command(after_help = QUERY_HELP)]
     Query {
-        /// The post text.
+        /// The post text; `-` reads stdin, `@FILE` a file when FILE exists.
         text: String,
         /// How many stored posts to list.
         #[arg(long, default_value_t = 10)]
