@@ -53,7 +53,7 @@ routed_partitions = 8
 "session.timeout.ms" = "10000"
 "heartbeat.interval.ms" = "1000"
 TOML
-common=(--log-level info run --brokers "$SIMDEDUP_BROKERS" --config "$work/config.toml")
+common=(--log-level info run --brokers "$SIMDEDUP_BROKERS" --config "$work/config.toml" --metrics-addr 127.0.0.1:0)
 
 "$bin" dedup --input "$input" --unique-out "$work/file.unique" --duplicates-out "$work/file.dups" \
   --rejected-out "$work/file.rejected" --no-progress 2> /dev/null
