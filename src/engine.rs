@@ -150,6 +150,8 @@ pub struct EngineConfig {
     pub window: WindowConfig,
     /// Empty-post policy.
     pub empty_posts: EmptyPolicy,
+    /// Cross-partition visibility tick in event-time seconds (`OrderKey::sees`); 0 = strict order.
+    pub order_tick_secs: u64,
 }
 
 /// Engine construction errors (all are configuration errors).
@@ -205,6 +207,7 @@ pub struct Engine {
     window: Window,
     watermarks: BTreeMap<u32, i64>,
     empty_posts: EmptyPolicy,
+    order_tick_secs: u64,
     scratch: Scratch,
     pending: Vec<(i64, Entry)>,
     stats: EngineStats,
@@ -218,6 +221,7 @@ impl Engine {
             window: Window::new(&cfg.window)?,
             watermarks: BTreeMap::new(),
             empty_posts: cfg.empty_posts,
+            order_tick_secs: cfg.order_tick_secs,
             scratch: Scratch::default(),
             pending: Vec::new(),
             stats: EngineStats::default(),
@@ -336,6 +340,7 @@ impl Engine {
         let query = Query {
             id,
             before: key,
+            tick_secs: self.order_tick_secs,
             min_gen,
             sketch: a.sketch(),
             grams: &a.grams,
@@ -435,6 +440,7 @@ mod tests {
                 max_future_secs: 0,
             },
             empty_posts: EmptyPolicy::Pass,
+            order_tick_secs: 0,
         }
     }
 

@@ -214,6 +214,7 @@ pub fn explain(
             partition: u32::MAX,
             seq: u64::MAX,
         },
+        tick_secs: 0,
         min_gen: i64::MIN,
         sketch: b.sketch(),
         grams: &b.grams,

@@ -582,6 +582,7 @@ mod tests {
             verify: Default::default(),
             window: Default::default(),
             empty_posts: EmptyPolicy::Pass,
+            order_tick_secs: 0,
         })
         .unwrap();
         let mut a = Analyzed::default();

@@ -20,6 +20,33 @@ pub struct OrderKey {
     pub seq: u64,
 }
 
+impl OrderKey {
+    /// Whether a post with key `self` sees an entry with key `e`. Within its own partition a
+    /// post sees every earlier entry. Across partitions it sees entries of earlier event-time
+    /// ticks of `tick_secs` seconds only (every entry ordered before it when `tick_secs` is 0):
+    /// partitions then decide one tick in parallel, and a worker waits for the others only at
+    /// tick boundaries. The file pipeline is one partition, so the tick never matters there.
+    pub fn sees(&self, e: &OrderKey, tick_secs: u64) -> bool {
+        if e.partition == self.partition || tick_secs == 0 {
+            return e < self;
+        }
+        tick(e.tau, tick_secs) < tick(self.tau, tick_secs)
+    }
+
+    /// The event-time tick of this key.
+    pub fn tick(&self, tick_secs: u64) -> i64 {
+        tick(self.tau, tick_secs)
+    }
+}
+
+fn tick(tau: i64, tick_secs: u64) -> i64 {
+    if tick_secs == 0 {
+        tau
+    } else {
+        tau.div_euclid(tick_secs as i64)
+    }
+}
+
 /// One unique representative in the index. Copies of the same representative can live in several
 /// generations (a cluster that keeps receiving duplicates is refreshed into the current one).
 #[derive(Clone, Debug, PartialEq)]
@@ -163,6 +190,32 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn k(tau: i64, partition: u32, seq: u64) -> OrderKey {
+        OrderKey {
+            tau,
+            partition,
+            seq,
+        }
+    }
+
+    #[test]
+    fn own_partition_sees_every_earlier_post_other_partitions_only_earlier_ticks() {
+        let post = k(105, 1, 50);
+        // Own partition: by key, whatever the tick.
+        assert!(post.sees(&k(105, 1, 49), 10));
+        assert!(!post.sees(&k(105, 1, 51), 10));
+        // Other partitions: only earlier ticks (100..109 is one tick of 10 s).
+        assert!(post.sees(&k(99, 0, 7), 10));
+        assert!(!post.sees(&k(100, 0, 7), 10));
+        assert!(!post.sees(&k(104, 0, 7), 10));
+        // Tick 0: strict order across partitions.
+        assert!(post.sees(&k(104, 0, 7), 0));
+        assert!(post.sees(&k(105, 0, 7), 0));
+        assert!(!post.sees(&k(105, 2, 0), 0));
+        // Negative times fall into earlier ticks, not tick 0.
+        assert_eq!(k(-1, 0, 0).tick(10), -1);
+    }
 
     #[test]
     fn round_trip() {

@@ -92,9 +92,11 @@ impl Default for QueryStats {
 pub struct Query<'a> {
     /// The post's own id: a post never matches itself, so replays give the same verdict.
     pub id: &'a PostId,
-    /// Only entries ordered before this key are candidates (entries of other partitions may
-    /// already hold later posts).
+    /// The post's order key: only entries it sees (`OrderKey::sees`) are candidates (entries of
+    /// other partitions may already hold later posts).
     pub before: OrderKey,
+    /// Event-time tick of the cross-partition visibility rule (`OrderKey::sees`).
+    pub tick_secs: u64,
     /// Only generations from this one on are in the post's window.
     pub min_gen: i64,
     /// Verification view of the post.
@@ -282,7 +284,10 @@ impl Index {
         {
             if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
                 let e = &seg.entries[slot as usize];
-                if e.id != *q.id && e.key < q.before && *e.chars == *q.sketch.chars {
+                if e.id != *q.id
+                    && q.before.sees(&e.key, q.tick_secs)
+                    && *e.chars == *q.sketch.chars
+                {
                     stats.candidates += 1;
                     let r = EntryRef { gen: seg.gen, slot };
                     return verify(&q.sketch, &e.sketch(), &self.verify).map(|m| (r, m));
@@ -306,7 +311,7 @@ impl Index {
         cands.dedup();
         for r in &cands {
             let Some(e) = self.get(*r) else { continue };
-            if e.id == *q.id || e.key >= q.before {
+            if e.id == *q.id || !q.before.sees(&e.key, q.tick_secs) {
                 continue;
             }
             stats.candidates += 1;
@@ -531,7 +536,7 @@ impl Index {
             .into_iter()
             .filter(|(r, _)| {
                 self.get(*r)
-                    .is_some_and(|e| e.id != *q.id && e.key < q.before)
+                    .is_some_and(|e| e.id != *q.id && q.before.sees(&e.key, q.tick_secs))
             })
             .collect()
     }

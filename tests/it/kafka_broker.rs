@@ -389,7 +389,7 @@ fn chunks(input: &Path, k: usize) -> Vec<std::path::PathBuf> {
 /// the first one leaves (SIGTERM), another joins, and one is killed with SIGKILL and replaced.
 /// Every post still gets exactly the file pipeline's verdict. Each change waits for the group
 /// to settle first: tansu 0.6 hands a departed member's partitions to nobody when the next
-/// change arrives before its rebalance ends (see scripts/kill-test.sh), and gives a killed
+/// change arrives before its rebalance ends (see scripts/kafka-check.sh), and gives a killed
 /// member's partitions to the next member that joins, not to the survivors.
 #[test]
 fn dedup_workers_join_leave_and_die_mid_stream_without_changing_a_verdict() {

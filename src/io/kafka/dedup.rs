@@ -65,8 +65,11 @@ enum Bound {
 }
 
 impl Bound {
-    fn allows(self, k: &OrderKey) -> bool {
+    /// Whether a post with key `k` (of another partition) can be decided: no record still to
+    /// come on this partition is one `k` would see (`OrderKey::sees`).
+    fn allows(self, k: &OrderKey, tick_secs: u64) -> bool {
         match self {
+            Bound::Key(b) if tick_secs > 0 => b.tick(tick_secs) >= k.tick(tick_secs),
             Bound::Key(b) => b > *k,
             Bound::Idle => true,
             Bound::Unknown => false,
@@ -493,7 +496,7 @@ impl<'a> Worker<'a> {
             };
             if !(0..self.partitions)
                 .filter(|q| *q != p)
-                .all(|q| self.bound(q).allows(&key))
+                .all(|q| self.bound(q).allows(&key, self.k.order_tick_secs))
             {
                 return Ok(n);
             }

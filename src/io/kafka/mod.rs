@@ -49,6 +49,13 @@ pub struct KafkaConfig {
     pub idle_after_ms: u64,
     /// How often a dedup worker publishes progress markers for its partitions.
     pub marker_interval_ms: u64,
+    /// Event-time tick, in seconds, of the cross-partition order. A post sees the entries of other
+    /// routed partitions from earlier ticks only (its own partition's from every earlier post), so
+    /// dedup workers decide a tick in parallel and wait for each other once per tick instead of
+    /// once per post. 0 (the default) = strict order: every earlier post of every partition, the
+    /// file pipeline's verdicts, but several workers run in lock step on a backlog. Must be the
+    /// same for every worker and replay of a topology.
+    pub order_tick_secs: u64,
     /// Shutdown deadline: finish, flush and commit within this time after the first signal.
     pub shutdown_timeout_ms: u64,
     /// Extra librdkafka consumer settings (SASL/SSL and tuning). Keys that would break delivery
@@ -74,6 +81,7 @@ impl Default for KafkaConfig {
             replication_factor: 1,
             idle_after_ms: 2_000,
             marker_interval_ms: 50,
+            order_tick_secs: 0,
             shutdown_timeout_ms: 30_000,
             consumer: BTreeMap::new(),
             producer: BTreeMap::new(),

@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
-# Failure test of the dedup consumer group on a local tansu broker: one route worker and two dedup
-# workers in one group decide a labelled stream; once the group has decided KILL_AT records, one
-# dedup worker is killed with SIGKILL and restarted. The script waits until every post has a
-# verdict on the output topics, then compares them with the file pipeline's verdicts on the same
-# stream (which an undisturbed topology reproduces exactly; see the README) and prints lost posts,
-# posts with more than one distinct verdict, and the share of posts whose verdict agrees.
-#   scripts/kill-test.sh [POSTS.jsonl] [KILL_AT]
-# Default input: ../shared/bench/weibo-dev-small/posts.jsonl, kill after 15,000 decided records.
+# The Kafka topology on a local tansu broker, checked against the file pipeline:
+#   all   one `run --role all` process decides the stream (8 routed partitions);
+#   kill  one route worker and two dedup workers in one group decide it; once the group has
+#         decided KILL_AT records, one dedup worker is killed with SIGKILL and restarted.
+# The script waits until every post has a verdict on the output topics, then compares them with
+# the file pipeline's verdicts on the same stream and prints lost posts, posts with more than one
+# distinct verdict, and the share of posts whose verdict agrees. With a truth.jsonl beside the
+# posts (the benchmark's layout) it also scores the output topics with the benchmark's score.py.
+#   scripts/kafka-check.sh [all|kill] [POSTS.jsonl] [KILL_AT]
+# Defaults: kill, ../shared/bench/weibo-dev-small/posts.jsonl, kill after 15,000 decided records.
 # Environment: SIMDEDUP_KILL_TIMEOUT (seconds to wait for all verdicts, default 1800),
 # SIMDEDUP_RESTART_DELAY (seconds between the kill and the restart, default 15: see below),
 # SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-input=${1:-../shared/bench/weibo-dev-small/posts.jsonl}
-kill_at=${2:-15000}
+mode=${1:-kill}
+input=${2:-../shared/bench/weibo-dev-small/posts.jsonl}
+kill_at=${3:-15000}
+case $mode in all|kill) ;; *) echo "usage: $0 [all|kill] [POSTS.jsonl] [KILL_AT]" >&2; exit 2 ;; esac
 timeout=${SIMDEDUP_KILL_TIMEOUT:-1800}
 # tansu 0.6 and a dead member (measured): when the replacement joins before the session timeout
 # evicts the dead member, the dead member still gets partitions in the new assignment (a restart
@@ -60,27 +64,31 @@ common=(--log-level info run --brokers "$SIMDEDUP_BROKERS" --config "$work/confi
 "$bin" produce --brokers "$SIMDEDUP_BROKERS" --topic kill.posts --partitions 8 --input "$input"
 
 start=$(date +%s)
-"$bin" "${common[@]}" --role route 2> "$work/route.log" & pids+=($!)
-"$bin" "${common[@]}" --role dedup 2> "$work/a.log" & pids+=($!)
-"$bin" "${common[@]}" --role dedup 2> "$work/b.log" & b=$!; pids+=($b)
+if [ "$mode" = all ]; then
+  "$bin" "${common[@]}" --role all 2> "$work/all.log" & pids+=($!)
+else
+  "$bin" "${common[@]}" --role route 2> "$work/route.log" & pids+=($!)
+  "$bin" "${common[@]}" --role dedup 2> "$work/a.log" & pids+=($!)
+  "$bin" "${common[@]}" --role dedup 2> "$work/b.log" & b=$!; pids+=($b)
 
-decided() { # records decided so far by both workers (newest progress line of each log)
-  local total=0 f r
-  for f in "$work"/a.log "$work"/b*.log; do
-    r=$(grep -o 'progress records=[0-9]*' "$f" 2>/dev/null | tail -1 | grep -o '[0-9]*$' || true)
-    total=$((total + ${r:-0}))
+  decided() { # records decided so far by both workers (newest progress line of each log)
+    local total=0 f r
+    for f in "$work"/a.log "$work"/b*.log; do
+      r=$(grep -o 'progress records=[0-9]*' "$f" 2>/dev/null | tail -1 | grep -o '[0-9]*$' || true)
+      total=$((total + ${r:-0}))
+    done
+    echo "$total"
+  }
+  while [ "$(decided)" -lt "$kill_at" ]; do
+    sleep 1
+    if [ $(( $(date +%s) - start )) -gt "$timeout" ]; then echo "never reached $kill_at decided records" >&2; exit 1; fi
   done
-  echo "$total"
-}
-while [ "$(decided)" -lt "$kill_at" ]; do
-  sleep 1
-  if [ $(( $(date +%s) - start )) -gt "$timeout" ]; then echo "never reached $kill_at decided records" >&2; exit 1; fi
-done
-echo "killing dedup worker B (pid $b) after $(decided) decided records, $(( $(date +%s) - start )) s" >&2
-kill -KILL "$b"
-sleep "$restart_delay"
-"$bin" "${common[@]}" --role dedup 2> "$work/b2.log" & pids+=($!)
-echo "restarted B" >&2
+  echo "killing dedup worker B (pid $b) after $(decided) decided records, $(( $(date +%s) - start )) s" >&2
+  kill -KILL "$b"
+  sleep "$restart_delay"
+  "$bin" "${common[@]}" --role dedup 2> "$work/b2.log" & pids+=($!)
+  echo "restarted B" >&2
+fi
 
 count() { # distinct post ids with a verdict on the output topics
   for t in kill.unique kill.dups kill.rejected; do
@@ -129,3 +137,33 @@ print(f"same verdict as the undisturbed pipeline: {same} of {len(ref)} ({same / 
 print(f"wall time from start to all verdicts: {elapsed} s")
 PY
 grep -h "assigned\|revoked\|rebalance" "$work"/a.log "$work"/b*.log | tail -20 >&2 || true
+truth=$(dirname "$input")/truth.jsonl
+score=$(dirname "$input")/../score.py
+if [ -f "$truth" ] && [ -f "$score" ]; then
+  # At-least-once: a re-decided post is output again (with the same verdict, checked above).
+  # Keep each post's first output, as the issue's measure asks.
+  python3 - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+for name, key in (("kill.unique", "id"), ("kill.dups", "post_id")):
+    seen, kept, repeats = set(), [], 0
+    for l in open(f"{w}/{name}.jsonl", encoding="utf-8"):
+        i = json.loads(l)[key]
+        if i in seen:
+            repeats += 1
+            continue
+        seen.add(i)
+        kept.append(l)
+    open(f"{w}/{name}.first.jsonl", "w", encoding="utf-8").writelines(kept)
+    print(f"{name}: {repeats} at-least-once repeats dropped before scoring")
+PY
+  python3 "$score" --truth "$truth" --unique "$work/kill.unique.first.jsonl" \
+    --duplicates "$work/kill.dups.first.jsonl" --json-out "$work/score.json" >/dev/null
+  python3 - "$work/score.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+k = r["recall_by_kind"]
+print(f"score.py on the output topics: precision {r['precision']}  recall {r['recall']}  "
+      f"light {k.get('light')}  heavy {k.get('heavy')}  lost {r['lost']}  output twice {r['duplicated_outputs']}")
+PY
+fi
