@@ -3,9 +3,10 @@
 //!
 //! Every worker applies every index entry, whichever partition decided it, from the changelog
 //! topic. Decisions stay partitioned. A post is compared only with entries whose order key
-//! `(partition watermark, partition, offset)` is smaller than its own. Before deciding a post, the
-//! worker waits until every other partition is known to have decided everything ordered before
-//! it. It learns this from progress markers on the changelog, or from local state for the
+//! `(partition watermark, partition, offset)` is smaller than its own (across partitions: from an
+//! earlier event-time tick, when `kafka.order_tick_secs` is set; see `OrderKey::sees`). Before
+//! deciding a post, the worker waits until every other partition is known to have decided
+//! everything the post can see. It learns this from progress markers on the changelog, or from local state for the
 //! partitions it owns. A verdict therefore depends only on the routed topic's contents, not on
 //! which worker owned which partition, when it ran, or how often it restarted. One exception: a
 //! partition that fell idle (caught up for `idle_after_ms`) stops holding others back, so records
