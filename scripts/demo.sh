@@ -126,7 +126,7 @@ metrics=
 if "$bin" run --help | grep -q -- '--metrics-addr'; then
   metrics=127.0.0.1:$port
 else
-  say "this build has no --metrics-addr (the metrics endpoint is not merged yet): waiting on the output topics instead"
+  say "this build has no --metrics-addr: waiting on the output topics instead"
 fi
 say "starting simdedup run --role all${metrics:+ (metrics at http://$metrics/metrics)}"
 t0=$(date +%s.%N)
