@@ -325,8 +325,7 @@ fn owned_partitions(log: &Path) -> Vec<u32> {
     let text = std::fs::read_to_string(log).unwrap_or_default();
     let Some(line) = text
         .lines()
-        .filter(|l| l.contains("event=Assigned(") || l.contains("event=Revoked("))
-        .next_back()
+        .rfind(|l| l.contains("event=Assigned(") || l.contains("event=Revoked("))
     else {
         return Vec::new();
     };
