@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::{simhash, SimHash};
-use crate::hist::{Hist, Scale};
+use crate::hist::Hist;
 use crate::index::grams::{distinct_bigrams, Gram};
 use crate::index::{
     Entry, EntryRef, Index, IndexConfig, LayoutError, OrderKey, Query, QueryStats, Scratch,
@@ -166,7 +166,7 @@ pub enum EngineError {
 }
 
 /// Counters the engine keeps for summaries and metrics.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
     /// Sum over queries.
     pub query: QueryStats,
@@ -178,18 +178,6 @@ pub struct EngineStats {
     pub expired_entries: u64,
     /// Representatives refreshed into a newer generation.
     pub refreshed: u64,
-}
-
-impl Default for EngineStats {
-    fn default() -> Self {
-        EngineStats {
-            query: QueryStats::default(),
-            candidates_per_query: Hist::new(Scale::Pow2),
-            late: 0,
-            expired_entries: 0,
-            refreshed: 0,
-        }
-    }
 }
 
 /// Where a post sits in its input: partition (0 for files) and sequence number (line or offset).

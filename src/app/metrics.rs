@@ -229,6 +229,21 @@ impl Metrics {
         self.stages[stage as usize].with(|h| h.observe(d.as_nanos() as u64));
     }
 
+    /// Starts timing a stage, only while metrics are served (the clock read costs a little per
+    /// post); pass the result to `observe_since`.
+    #[inline]
+    pub fn timer(&self) -> Option<std::time::Instant> {
+        self.enabled().then(std::time::Instant::now)
+    }
+
+    /// Records the latency of a stage whose `timer` started.
+    #[inline]
+    pub fn observe_since(&self, stage: Stage, started: Option<std::time::Instant>) {
+        if let Some(t) = started {
+            self.observe_stage(stage, t.elapsed());
+        }
+    }
+
     /// Adds latencies accumulated locally (the file pipeline batches them).
     pub fn merge_stage(&self, stage: Stage, local: &Hist) {
         self.stages[stage as usize].with(|h| h.merge(local));

@@ -17,7 +17,7 @@ pub use entry::{Entry, OrderKey};
 use grams::Gram;
 pub use tables::{LayoutError, TableLayout};
 
-use crate::hist::{Hist, Scale};
+use crate::hist::Hist;
 use crate::types::PostId;
 use crate::verify::{unverified, verify, Match, Sketch, VerifyConfig, VerifyMode};
 
@@ -61,8 +61,8 @@ pub struct EntryRef {
     pub slot: u32,
 }
 
-/// Counters of one query, for metrics.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Counters of one query, for metrics (histograms on the default `Pow2` scale).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueryStats {
     /// Distinct candidates verified.
     pub candidates: u64,
@@ -74,18 +74,6 @@ pub struct QueryStats {
     pub posting_scans_capped: u64,
     /// Size of every SimHash bucket looked up (0 when the key had no bucket).
     pub bucket_sizes: Hist,
-}
-
-impl Default for QueryStats {
-    fn default() -> Self {
-        QueryStats {
-            candidates: 0,
-            verify_rejects: 0,
-            bucket_scans_capped: 0,
-            posting_scans_capped: 0,
-            bucket_sizes: Hist::new(Scale::Pow2),
-        }
-    }
 }
 
 /// A post looking for its earlier near-duplicates.

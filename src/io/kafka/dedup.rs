@@ -6,14 +6,16 @@
 //! `(partition watermark, partition, offset)` is smaller than its own (across partitions: from an
 //! earlier event-time tick, when `kafka.order_tick_secs` is set; see `OrderKey::sees`). Before
 //! deciding a post, the worker waits until every other partition is known to have decided
-//! everything the post can see. It learns this from progress markers on the changelog, or from local state for the
-//! partitions it owns. A verdict therefore depends only on the routed topic's contents, not on
-//! which worker owned which partition, when it ran, or how often it restarted. One exception: a
-//! partition that fell idle (caught up for `idle_after_ms`) stops holding others back, so records
-//! arriving on it later may be decided in another order than in a replay.
+//! everything the post can see. It learns this from progress markers on the changelog, or from
+//! local state for the partitions it owns. A verdict therefore depends only on the routed
+//! topic's contents, not on which worker owned which partition, when it ran, or how often it
+//! restarted. One exception: a partition that fell idle (caught up for `idle_after_ms`) stops
+//! holding others back, so records arriving on it later may be decided in another order than in
+//! a replay.
 //!
-//! Delivery: an input offset is stored only after its outputs and index entries are acknowledged
-//! and a progress marker covering it is on the changelog. Replays re-emit identical verdicts.
+//! Delivery: an input offset is stored only after its outputs are acknowledged and a progress
+//! marker covering it is acknowledged on the changelog (index entries go before the marker, in
+//! batches, on the same ordered partition). Replays re-emit identical verdicts.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -574,11 +576,11 @@ impl<'a> Worker<'a> {
             partition: p,
             seq: offset,
         };
-        let t = Instant::now();
+        let t = metrics::global().timer();
         let v = self
             .engine
             .decide(at, &post.id, post.created_at, &post.analyzed);
-        metrics::global().observe_stage(Stage::Decide, t.elapsed());
+        metrics::global().observe_since(Stage::Decide, t);
         metrics::global().verdict(&v);
         let decided = Decided {
             id: &post.id,

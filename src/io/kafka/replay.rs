@@ -87,9 +87,9 @@ pub fn run(
             Err(_) => rejected.push(r),
             Ok(post) => {
                 let mut a = Analyzed::default();
-                let t = std::time::Instant::now();
+                let t = metrics::global().timer();
                 analyzer.analyze(&post.text, &mut a);
-                metrics::global().observe_stage(Stage::Analyze, t.elapsed());
+                metrics::global().observe_since(Stage::Analyze, t);
                 let weight: f32 = a.tokens.iter().map(|t| t.weight).sum();
                 let p = a
                     .simhash
@@ -142,9 +142,9 @@ pub fn run(
             partition: p as u32,
             seq,
         };
-        let t = std::time::Instant::now();
+        let t = metrics::global().timer();
         let v = engine.decide(at, &post.id, post.created_at, &a);
-        metrics::global().observe_stage(Stage::Decide, t.elapsed());
+        metrics::global().observe_since(Stage::Decide, t);
         metrics::global().verdict(&v);
         if (stats.unique + stats.duplicates + stats.rejected).is_multiple_of(4096) {
             metrics::global().publish_engine(&engine);
@@ -281,11 +281,11 @@ fn read_range(
             continue;
         }
         let line = m.payload().unwrap_or_default().to_vec();
-        let t = std::time::Instant::now();
+        let t = metrics::global().timer();
         let post = decoder
             .decode(&line)
             .and_then(|d| future_time(d.created_at, now, max_future).map_or(Ok(d), Err));
-        metrics::global().observe_stage(Stage::Decode, t.elapsed());
+        metrics::global().observe_since(Stage::Decode, t);
         let time = post
             .as_ref()
             .ok()

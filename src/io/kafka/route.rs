@@ -143,14 +143,14 @@ pub fn run(
                 }
             };
             let line = msg.payload().unwrap_or_default().to_vec();
-            let t = Instant::now();
+            let t = metrics::global().timer();
             let post = decoder.decode(&line).and_then(|post| {
                 match future_time(post.created_at, now, max_future) {
                     Some(r) => Err(r),
                     None => Ok(post),
                 }
             });
-            metrics::global().observe_stage(Stage::Decode, t.elapsed());
+            metrics::global().observe_since(Stage::Decode, t);
             // Records without a usable time go out in arrival order.
             let time = post
                 .as_ref()
@@ -201,9 +201,9 @@ pub fn run(
                     (k.rejected_topic.as_str(), None, Vec::new())
                 }
                 Ok(post) => {
-                    let t = Instant::now();
+                    let t = metrics::global().timer();
                     let partition = r.encode(post, &rec.line);
-                    metrics::global().observe_stage(Stage::Analyze, t.elapsed());
+                    metrics::global().observe_since(Stage::Analyze, t);
                     stats.routed += 1;
                     (
                         k.routed_topic.as_str(),
