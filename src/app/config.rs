@@ -2,7 +2,7 @@
 //! `SIMDEDUP_<SECTION>__<KEY>` variables) are assembled in `app::layers`, command-line flags by
 //! the CLI. Unknown keys are errors that name the key and the file or variable.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -168,11 +168,6 @@ pub enum ConfigError {
 }
 
 impl Config {
-    /// Reads a TOML file over the compiled defaults (no environment).
-    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
-        crate::app::layers::load(&[path.to_path_buf()], []).map(|l| l.config)
-    }
-
     /// Parses TOML text over the compiled defaults; the error names the key and line.
     pub fn from_toml(text: &str) -> Result<Config, String> {
         let table = crate::app::layers::parse_text(text)?;
