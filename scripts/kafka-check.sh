@@ -136,7 +136,7 @@ print(f"posts with two different verdicts: {len(conflicting)}")
 print(f"same verdict as the undisturbed pipeline: {same} of {len(ref)} ({same / len(ref):.4%})")
 print(f"wall time from start to all verdicts: {elapsed} s")
 PY
-grep -h "assigned\|revoked\|rebalance" "$work"/a.log "$work"/b*.log | tail -20 >&2 || true
+[ "$mode" = all ] || grep -h "assigned\|revoked\|rebalance" "$work"/a.log "$work"/b*.log | tail -20 >&2 || true
 truth=$(dirname "$input")/truth.jsonl
 score=$(dirname "$input")/../score.py
 if [ -f "$truth" ] && [ -f "$score" ]; then
