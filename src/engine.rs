@@ -199,6 +199,8 @@ pub struct Engine {
     scratch: Scratch,
     pending: Vec<(i64, Entry)>,
     stats: EngineStats,
+    /// Generations below this were dropped (expired, or skipped when applied).
+    dropped_below: Option<i64>,
 }
 
 impl Engine {
@@ -213,6 +215,7 @@ impl Engine {
             scratch: Scratch::default(),
             pending: Vec::new(),
             stats: EngineStats::default(),
+            dropped_below: None,
         })
     }
 
@@ -260,13 +263,29 @@ impl Engine {
     /// its generation expired or it is already there. Returns whether it was added. Watermarks
     /// are not touched: they belong to the partitions this engine decides.
     pub fn apply(&mut self, gen: i64, entry: Entry) -> bool {
-        if self.min_live_generation().is_some_and(|m| gen < m)
-            || self.index.contains(gen, &entry.key)
-        {
+        if let Some(m) = self.min_live_generation().filter(|m| gen < *m) {
+            self.dropped_below = self.dropped_below.max(Some(m));
+            return false;
+        }
+        if self.index.contains(gen, &entry.key) {
             return false;
         }
         self.index.insert(gen, entry, &mut self.scratch);
         true
+    }
+
+    /// Whether posts at watermark `tau` would need generations this engine has dropped: a
+    /// partition resumed far behind the others needs the index rebuilt (`clear_index`, then the
+    /// log applied again).
+    pub fn lacks_generations_for(&self, tau: i64) -> bool {
+        self.dropped_below
+            .is_some_and(|d| self.window.min_live_generation(tau) < d)
+    }
+
+    /// Empties the index, keeping watermarks and counters, before it is rebuilt from a log.
+    pub fn clear_index(&mut self) {
+        self.index.clear();
+        self.dropped_below = None;
     }
 
     /// Sets a partition's watermark: a worker taking a partition over resumes with the watermark
@@ -311,6 +330,7 @@ impl Engine {
         self.watermarks.insert(at.partition, tau);
         if let Some(min_gen) = self.min_live_generation() {
             self.stats.expired_entries += self.index.expire_before(min_gen) as u64;
+            self.dropped_below = self.dropped_below.max(Some(min_gen));
         }
         if a.chars.is_empty() {
             return match self.empty_posts {
@@ -469,6 +489,43 @@ mod tests {
             e.decide(at(0, 1), &id("a"), Some(EventTime(10)), &a),
             Verdict::Unique { .. }
         ));
+    }
+
+    #[test]
+    fn a_partition_resumed_behind_expired_entries_is_detected_and_a_rebuild_restores_them() {
+        let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+        let mut e = Engine::new(&cfg()).unwrap();
+        let a = post(&tok, TEXT);
+        e.decide(at(0, 1), &id("a"), Some(EventTime(10)), &a);
+        let log = e.take_changes();
+        assert!(!e.lacks_generations_for(10), "nothing dropped yet");
+        // The partition runs ahead past the window (1000 s): generation 0 expires.
+        e.decide(
+            at(0, 2),
+            &id("far"),
+            Some(EventTime(2000)),
+            &post(&tok, "完全不同的另一条"),
+        );
+        assert!(
+            e.lacks_generations_for(500),
+            "a resume at 500 needs generation 0"
+        );
+        assert!(!e.lacks_generations_for(2000));
+        // Taken over at an earlier committed offset: without a rebuild the copy is missed.
+        e.set_watermark(0, Some(500));
+        assert!(matches!(
+            e.decide(at(0, 2), &id("b"), Some(EventTime(500)), &a),
+            Verdict::Unique { .. }
+        ));
+        e.clear_index();
+        assert!(!e.lacks_generations_for(500));
+        for (gen, entry) in log {
+            assert!(e.apply(gen, entry));
+        }
+        match e.decide(at(0, 2), &id("b"), Some(EventTime(500)), &a) {
+            Verdict::Duplicate(d) => assert_eq!(d.cluster, id("a")),
+            other => panic!("expected duplicate after the rebuild, got {other:?}"),
+        }
     }
 
     #[test]

@@ -178,6 +178,11 @@ impl Index {
         self.segments.iter().find(|s| s.gen == gen)
     }
 
+    /// Drops every entry (before a rebuild from a log).
+    pub fn clear(&mut self) {
+        self.segments.clear();
+    }
+
     /// Drops every generation older than `min_gen`; returns how many entries went with them.
     pub fn expire_before(&mut self, min_gen: i64) -> usize {
         let mut dropped = 0;

@@ -148,15 +148,17 @@ impl SetIfAbsent for ClientConfig {
 }
 
 /// What a produced record stands for, so its delivery report can be credited.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Tag {
-    /// An output (or index entry) of input `offset` of `partition`.
+    /// An output of input `offset` of `partition`.
     Record {
         /// Input partition.
         partition: u32,
         /// Input offset.
         offset: u64,
     },
+    /// A routed envelope: one output of each input (partition, offset) it carries.
+    Records(Vec<(u32, u64)>),
     /// A batch of index entries on the changelog. It credits no input: a progress marker written
     /// after it on the same changelog partition is acknowledged only once the batch is, and input
     /// offsets are stored only behind acknowledged markers (idempotent, ordered producer).

@@ -3,18 +3,18 @@
 //!
 //! Every worker applies every index entry, whichever partition decided it, from the changelog
 //! topic. Decisions stay partitioned. A post is compared only with entries whose order key
-//! `(partition watermark, partition, offset)` is smaller than its own (across partitions: from an
-//! earlier event-time tick, when `kafka.order_tick_secs` is set; see `OrderKey::sees`). Before
-//! deciding a post, the worker waits until every other partition is known to have decided
-//! everything the post can see. It learns this from progress markers on the changelog, or from
-//! local state for the partitions it owns. A verdict therefore depends only on the routed
-//! topic's contents, not on which worker owned which partition, when it ran, or how often it
-//! restarted. One exception: a partition that fell idle (caught up for `idle_after_ms`) stops
-//! holding others back, so records arriving on it later may be decided in another order than in
-//! a replay.
+//! `(partition watermark, partition, offset and place in the envelope)` is smaller than its own
+//! (across partitions: from an earlier event-time tick, when `kafka.order_tick_secs` is set; see
+//! `OrderKey::sees`). Before deciding a post, the worker waits until every other partition is
+//! known to have decided everything the post can see. It learns this from progress markers on
+//! the changelog, or from local state for the partitions it owns. A verdict therefore depends
+//! only on the routed topic's contents, not on which worker owned which partition, when it ran,
+//! or how often it restarted. One exception: a partition that fell idle (caught up for
+//! `idle_after_ms`) stops holding others back, so records arriving on it later may be decided in
+//! another order than in a replay.
 //!
-//! Delivery: an input offset is stored only after its outputs are acknowledged and a progress
-//! marker covering it is acknowledged on the changelog (index entries go before the marker, in
+//! Delivery: an input offset (a routed envelope) is stored only after the outputs of all its
+//! posts are acknowledged and a progress marker covering it is acknowledged on the changelog (index entries go before the marker, in
 //! batches, on the same ordered partition). Replays re-emit identical verdicts.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -31,7 +31,8 @@ use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
 use super::route::{send, settle, Out};
 use super::wire::{
-    decode_changelog, decode_routed, encode_changelog, ChangelogRecord, Marker, RoutedPost,
+    decode_changelog, decode_routed_record, encode_changelog, routed_seq, ChangelogRecord, Marker,
+    RoutedPost,
 };
 use super::{KafkaConfig, KafkaError};
 use crate::app::config::Config;
@@ -80,9 +81,17 @@ impl Bound {
     }
 }
 
+/// A routed post waiting for its turn: post `index` of the `count` in the record at `offset`.
+struct Slot {
+    offset: u64,
+    index: u32,
+    count: u32,
+    post: Result<RoutedPost, String>,
+}
+
 /// A partition this worker owns.
 struct Owned {
-    buf: VecDeque<(u64, Result<RoutedPost, String>)>,
+    buf: VecDeque<Slot>,
     started: bool,
     next_offset: u64,
     /// When the last record arrived (or the partition was assigned): a partition with nothing
@@ -200,7 +209,7 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         w.rebalance(&c)?;
         w.read_changelog(&c.reader, Duration::ZERO, false);
         let busy = w.poll_routed(&c)?;
-        w.start_partitions();
+        w.start_partitions(&c, stop)?;
         let decided = w.decide_ready(&c)?;
         if decided > 0 {
             last_decision = Instant::now();
@@ -342,8 +351,25 @@ impl<'a> Worker<'a> {
             };
             any = true;
             owned.last_record = Instant::now();
-            let post = decode_routed(m.payload().unwrap_or_default()).map_err(|e| e.to_string());
-            owned.buf.push_back((offset, post));
+            match decode_routed_record(m.payload().unwrap_or_default()) {
+                Ok(posts) => {
+                    let count = posts.len() as u32;
+                    for (index, post) in posts.into_iter().enumerate() {
+                        owned.buf.push_back(Slot {
+                            offset,
+                            index: index as u32,
+                            count,
+                            post: Ok(post),
+                        });
+                    }
+                }
+                Err(e) => owned.buf.push_back(Slot {
+                    offset,
+                    index: 0,
+                    count: 1,
+                    post: Err(e.to_string()),
+                }),
+            }
             if owned.buf.len() > 50_000 {
                 break;
             }
@@ -353,16 +379,17 @@ impl<'a> Worker<'a> {
 
     /// Starts partitions whose first record is buffered, once the changelog has been read to its
     /// end since they were assigned: each resumes with the watermark its previous owner had just
-    /// before the resume offset (commits happen only right after a progress marker).
-    fn start_partitions(&mut self) {
+    /// before the resume offset (commits happen only right after a progress marker). A partition
+    /// that resumes behind what this worker's index has already expired gets the index rebuilt.
+    fn start_partitions(&mut self, c: &Clients, stop: &AtomicBool) -> Result<(), KafkaError> {
         if self.sync_nonce.is_some() {
-            return;
+            return Ok(());
         }
         let waiting: Vec<(u32, u64)> = self
             .owned
             .iter()
             .filter(|(_, o)| !o.started)
-            .filter_map(|(p, o)| o.buf.front().map(|(off, _)| (*p, *off)))
+            .filter_map(|(p, o)| o.buf.front().map(|s| (*p, s.offset)))
             .collect();
         for (p, offset) in waiting {
             let tau = self
@@ -387,6 +414,47 @@ impl<'a> Worker<'a> {
                 o.next_offset = offset;
             }
         }
+        let behind: Vec<u32> = self
+            .owned
+            .keys()
+            .copied()
+            .filter(|p| {
+                self.head_key(*p)
+                    .is_some_and(|k| self.engine.lacks_generations_for(k.tau))
+            })
+            .collect();
+        if !behind.is_empty() {
+            tracing::info!(
+                partitions = ?behind,
+                "partitions resume behind entries this worker expired: rebuilding the index"
+            );
+            self.rebuild_index(c, stop)?;
+        }
+        Ok(())
+    }
+
+    /// Empties the index and applies the changelog again from its start (the partitions' new
+    /// watermarks decide what is live). Everything this worker decided is delivered first, so
+    /// the log holds it.
+    fn rebuild_index(&mut self, c: &Clients, stop: &AtomicBool) -> Result<(), KafkaError> {
+        let t = Instant::now();
+        self.flush_changelog(c)?;
+        c.producer
+            .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
+        self.settle(c)?;
+        self.engine.clear_index();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.k.changelog_topic, 0, Offset::Beginning)?;
+        c.reader.assign(&tpl)?;
+        while !stop.load(Ordering::Relaxed)
+            && !self.read_changelog(&c.reader, Duration::from_millis(200), true)
+        {}
+        tracing::info!(
+            entries = self.engine.index().len(),
+            secs = t.elapsed().as_secs_f64(),
+            "replicated index rebuilt"
+        );
+        Ok(())
     }
 
     /// Logs why nothing was decided for a while: the head this worker waits with and every
@@ -439,12 +507,12 @@ impl<'a> Worker<'a> {
     /// The order key the head record of `p` will get (mirrors `Engine::decide`).
     fn head_key(&self, p: u32) -> Option<OrderKey> {
         let o = self.owned.get(&p).filter(|o| o.started)?;
-        let (offset, post) = o.buf.front()?;
-        let time = post.as_ref().ok().and_then(|r| r.created_at);
+        let s = o.buf.front()?;
+        let time = s.post.as_ref().ok().and_then(|r| r.created_at);
         Some(self.engine.order_key(
             Position {
                 partition: p,
-                seq: *offset,
+                seq: routed_seq(s.offset, s.index),
             },
             time,
         ))
@@ -474,7 +542,7 @@ impl<'a> Worker<'a> {
         Bound::Key(OrderKey {
             tau,
             partition: q,
-            seq: o.next_offset,
+            seq: routed_seq(o.next_offset, 0),
         })
     }
 
@@ -512,9 +580,10 @@ impl<'a> Worker<'a> {
     }
 
     fn decide_one(&mut self, c: &Clients, p: u32) -> Result<(), KafkaError> {
-        let Some((offset, post)) = self.owned.get_mut(&p).and_then(|o| o.buf.pop_front()) else {
+        let Some(slot) = self.owned.get_mut(&p).and_then(|o| o.buf.pop_front()) else {
             return Ok(());
         };
+        let offset = slot.offset;
         self.stats.records += 1;
         if self.stats.records.is_multiple_of(10_000) {
             let s = &self.stats;
@@ -528,7 +597,7 @@ impl<'a> Worker<'a> {
             );
         }
         self.rec.clear();
-        let (topic, key) = match post {
+        let (topic, key) = match slot.post {
             Err(detail) => {
                 let r = Rejection::new(
                     RejectReason::InvalidJson,
@@ -539,10 +608,13 @@ impl<'a> Worker<'a> {
                 self.stats.rejected += 1;
                 (self.k.rejected_topic.as_str(), Vec::new())
             }
-            Ok(post) => self.verdict(p, offset, &post),
+            Ok(post) => self.verdict(p, (offset, slot.index), &post),
         };
         self.unsent.extend(self.engine.take_changes());
-        self.acks.register(p, offset, 1);
+        if slot.index == 0 {
+            // One output per post of the record.
+            self.acks.register(p, offset, slot.count);
+        }
         let tag = Tag::Record {
             partition: p,
             offset,
@@ -562,6 +634,9 @@ impl<'a> Worker<'a> {
         if self.unsent.len() >= CHANGELOG_BATCH {
             self.flush_changelog(c)?;
         }
+        if slot.index + 1 < slot.count {
+            return Ok(());
+        }
         let tau = self.engine.watermarks().get(&p).copied().unwrap_or(0);
         if let Some(o) = self.owned.get_mut(&p) {
             o.last = Some((offset, tau));
@@ -570,11 +645,17 @@ impl<'a> Worker<'a> {
         Ok(())
     }
 
-    /// Decides one post and formats its output; returns (topic, record key).
-    fn verdict(&mut self, p: u32, offset: u64, post: &RoutedPost) -> (&'a str, Vec<u8>) {
+    /// Decides post `index` of the record at `offset` and formats its output; returns (topic,
+    /// record key).
+    fn verdict(
+        &mut self,
+        p: u32,
+        (offset, index): (u64, u32),
+        post: &RoutedPost,
+    ) -> (&'a str, Vec<u8>) {
         let at = Position {
             partition: p,
-            seq: offset,
+            seq: routed_seq(offset, index),
         };
         let t = metrics::global().timer();
         let v = self

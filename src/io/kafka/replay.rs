@@ -1,7 +1,8 @@
 //! `simdedup replay`: a backfill of a raw topic range into separate output topics, with fresh
 //! state. It runs the topology's exact decision order in one process:
 //! 1. the raw partitions are merged by event time, as the route stage does;
-//! 2. each post is routed to its partition, and offsets within a partition count up;
+//! 2. each post is routed to its partition, and posts within a partition count up (live, they
+//!    are numbered by routed offset and place in the envelope: the same order);
 //! 3. all partitions are decided in the global order `(partition watermark, partition, offset)`.
 //!
 //! Two replays of the same range give identical verdicts. A replay of a live run's input gives

@@ -1,5 +1,7 @@
 //! Stage `route`: raw posts in, routed posts out. Stateless: decode, normalize, segment,
-//! fingerprint, pick the partition by the dominant block. Bad input goes straight to the
+//! fingerprint, pick the partition by the dominant block. Posts bound for one routed partition
+//! travel in envelopes (one record for many posts: the broker's cost is per record), sent when
+//! full or when nothing more can go out before the next poll. Bad input goes straight to the
 //! rejected topic. An input offset is stored only after its output is acknowledged, and after all
 //! earlier offsets of its partition.
 
@@ -14,7 +16,7 @@ use rdkafka::Message;
 
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
-use super::wire::encode_routed;
+use super::wire::{encode_routed, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
 use crate::app::config::Config;
 use crate::app::metrics::{self, Stage};
@@ -97,6 +99,9 @@ pub fn run(
     let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
     let mut last_time = i64::MIN;
     let mut progressed = true;
+    let mut outgoing: Vec<Outgoing> = (0..k.routed_partitions)
+        .map(|_| Outgoing::default())
+        .collect();
     let health = |state| metrics::global().set_health("route", state);
     health(Err("waiting for partition assignment".into()));
     while !stop.load(Ordering::Relaxed) {
@@ -192,48 +197,87 @@ pub fn run(
             last_time = last_time.max(rec.time);
             stats.records += 1;
             metrics::global().post_in();
-            let (topic, partition, key) = match &rec.post {
+            acks.register(p, rec.offset, 1);
+            match &rec.post {
                 Err(rj) => {
                     metrics::global().rejected(rj.reason);
                     r.rec.clear();
                     rejected_record(&mut r.rec, rj, None, rec.offset + 1, &rec.line);
                     stats.rejected += 1;
-                    (k.rejected_topic.as_str(), None, Vec::new())
+                    let tag = Tag::Record {
+                        partition: p,
+                        offset: rec.offset,
+                    };
+                    let out = Out {
+                        topic: &k.rejected_topic,
+                        partition: None,
+                        key: &[],
+                        payload: &r.rec,
+                        tag,
+                    };
+                    send(&producer, &deliveries, &mut acks, out)?;
                 }
                 Ok(post) => {
                     let t = metrics::global().timer();
                     let partition = r.encode(post, &rec.line);
                     metrics::global().observe_since(Stage::Analyze, t);
                     stats.routed += 1;
-                    (
-                        k.routed_topic.as_str(),
-                        Some(partition),
-                        post.id.0.as_bytes().to_vec(),
-                    )
+                    let o = &mut outgoing[partition as usize];
+                    o.env.push(&r.rec);
+                    o.inputs.push((p, rec.offset));
+                    if o.full() {
+                        o.send(k, partition, &producer, &deliveries, &mut acks)?;
+                    }
                 }
-            };
-            acks.register(p, rec.offset, 1);
-            let tag = Tag::Record {
-                partition: p,
-                offset: rec.offset,
-            };
-            send(
-                &producer,
-                &deliveries,
-                &mut acks,
-                Out {
-                    topic,
-                    partition,
-                    key: &key,
-                    payload: &r.rec,
-                    tag,
-                },
-            )?;
+            }
+        }
+        // Nothing more can go out before the next poll: send the partial envelopes.
+        for (partition, o) in outgoing.iter_mut().enumerate() {
+            o.send(k, partition as i32, &producer, &deliveries, &mut acks)?;
         }
     }
     health(Err("stopping".into()));
     shutdown(k, &consumer, &producer, &deliveries, &mut acks, &mut stored)?;
     Ok(stats)
+}
+
+/// Bytes of a routed envelope, at most (before the post that crosses it is sent).
+const ENVELOPE_MAX_BYTES: usize = 64 * 1024;
+
+/// The envelope being filled for one routed partition, and the inputs it carries.
+#[derive(Default)]
+struct Outgoing {
+    env: Envelope,
+    inputs: Vec<(u32, u64)>,
+}
+
+impl Outgoing {
+    fn full(&self) -> bool {
+        self.env.len() >= ENVELOPE_MAX_POSTS || self.env.bytes() >= ENVELOPE_MAX_BYTES
+    }
+
+    /// Sends the envelope, if it holds anything; its delivery credits every input in it.
+    fn send(
+        &mut self,
+        k: &KafkaConfig,
+        partition: i32,
+        producer: &ThreadedProducer<AckContext>,
+        deliveries: &Receiver<Delivery>,
+        acks: &mut Acks,
+    ) -> Result<(), KafkaError> {
+        if self.env.is_empty() {
+            return Ok(());
+        }
+        let payload = self.env.take();
+        let out = Out {
+            topic: &k.routed_topic,
+            partition: Some(partition),
+            key: &[],
+            payload: &payload,
+            tag: Tag::Records(std::mem::take(&mut self.inputs)),
+        };
+        send(producer, deliveries, acks, out)
+    }
 }
 
 /// Analysis and routing of one post into `rec`.
@@ -275,16 +319,17 @@ pub(crate) fn send(
     acks: &mut Acks,
     out: Out<'_>,
 ) -> Result<(), KafkaError> {
+    let mut r = BaseRecord::with_opaque_to(out.topic, Box::new(out.tag))
+        .payload(out.payload)
+        .key(out.key);
+    if let Some(p) = out.partition {
+        r = r.partition(p);
+    }
     loop {
-        let mut r = BaseRecord::with_opaque_to(out.topic, Box::new(out.tag))
-            .payload(out.payload)
-            .key(out.key);
-        if let Some(p) = out.partition {
-            r = r.partition(p);
-        }
         match producer.send(r) {
             Ok(()) => return Ok(()),
-            Err((RdError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+            Err((RdError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                r = back;
                 std::thread::sleep(Duration::from_millis(2));
                 settle(deliveries, acks, &mut |_, _| {})?;
             }
@@ -309,6 +354,7 @@ pub(crate) fn settle(
         }
         match d.tag {
             Tag::Record { partition, offset } => acks.ack(partition, offset),
+            Tag::Records(inputs) => inputs.into_iter().for_each(|(p, o)| acks.ack(p, o)),
             Tag::Changelog => {}
             Tag::Marker {
                 partition,

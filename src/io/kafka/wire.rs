@@ -1,6 +1,7 @@
-//! Binary record formats of the two internal topics: the routed topic (a post plus everything the
-//! dedup stage needs, so it never segments again) and the changelog (replicated index entries and
-//! partition progress markers). Pure encode/decode, versioned by a magic prefix.
+//! Binary record formats of the two internal topics: the routed topic (envelopes of posts, each
+//! with everything the dedup stage needs, so it never segments again) and the changelog
+//! (replicated index entries and partition progress markers). Pure encode/decode, versioned by a
+//! magic prefix.
 
 use crate::engine::Analyzed;
 use crate::fingerprint::SimHash;
@@ -10,6 +11,17 @@ use crate::text::tokenize::{token_hash, WeightedToken};
 use crate::types::{EventTime, Fingerprint, PostId};
 
 const ROUTED_MAGIC: &[u8; 4] = b"SDR1";
+const ENVELOPE_MAGIC: &[u8; 4] = b"SDE1";
+
+/// Posts per routed envelope, at most: a post's order key numbers it within its record with 16
+/// bits (`routed_seq`).
+pub const ENVELOPE_MAX_POSTS: usize = 4096;
+
+/// The order-key sequence number of post `index` of the routed record at `offset`: offsets and
+/// positions in the envelope, in order (a replay's running count orders posts the same way).
+pub fn routed_seq(offset: u64, index: u32) -> u64 {
+    offset << 16 | u64::from(index)
+}
 const CHANGELOG_MAGIC: &[u8; 4] = b"SDC1";
 
 /// A malformed internal record.
@@ -51,6 +63,67 @@ pub fn encode_routed(
     }
     put_bytes(&mut out, raw);
     out
+}
+
+/// A routed record being filled: several posts bound for one routed partition. The broker's cost
+/// is mostly per record (tansu stores a row per record), so the route stage sends envelopes.
+#[derive(Debug, Default)]
+pub struct Envelope {
+    buf: Vec<u8>,
+    posts: usize,
+}
+
+impl Envelope {
+    /// Appends one encoded post (`encode_routed`).
+    pub fn push(&mut self, post: &[u8]) {
+        if self.buf.is_empty() {
+            self.buf.extend_from_slice(ENVELOPE_MAGIC);
+        }
+        put_bytes(&mut self.buf, post);
+        self.posts += 1;
+    }
+
+    /// Posts in the envelope.
+    pub fn len(&self) -> usize {
+        self.posts
+    }
+
+    /// Whether the envelope holds no post.
+    pub fn is_empty(&self) -> bool {
+        self.posts == 0
+    }
+
+    /// Encoded size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The record value; empties the envelope.
+    pub fn take(&mut self) -> Vec<u8> {
+        self.posts = 0;
+        std::mem::take(&mut self.buf)
+    }
+}
+
+/// Decodes a routed record: an envelope of posts, or a single post (`SDR1`, as earlier versions
+/// wrote). A malformed post fails the whole record.
+pub fn decode_routed_record(buf: &[u8]) -> Result<Vec<RoutedPost>, WireError> {
+    let Some(rest) = buf.strip_prefix(ENVELOPE_MAGIC) else {
+        return decode_routed(buf).map(|p| vec![p]);
+    };
+    let mut r = Reader(rest);
+    let mut posts = Vec::new();
+    while !r.0.is_empty() {
+        let post = r.bytes().ok_or(WireError("routed envelope"))?;
+        posts.push(decode_routed(post)?);
+        if posts.len() > ENVELOPE_MAX_POSTS {
+            return Err(WireError("routed envelope"));
+        }
+    }
+    if posts.is_empty() {
+        return Err(WireError("routed envelope"));
+    }
+    Ok(posts)
 }
 
 /// Decodes a routed post.
@@ -263,6 +336,32 @@ mod tests {
         assert_eq!(d.analyzed.text_hash, a.text_hash);
         assert_eq!(d.analyzed.fingerprint(), a.fingerprint());
         assert!(decode_routed(&buf[..buf.len() - 3]).is_err());
+    }
+
+    #[test]
+    fn envelopes_carry_posts_in_order_and_single_posts_still_decode() {
+        let tok = Tokenizer::new(Weighting::Tf, "");
+        let mut a = Analyzed::default();
+        let mut env = Envelope::default();
+        let mut single = Vec::new();
+        for (i, text) in ["第一条微博", "第二条微博", ""].iter().enumerate() {
+            Analyzer::new(&tok).analyze(text, &mut a);
+            let rec = encode_routed(&PostId(i.to_string()), None, &a, text.as_bytes());
+            env.push(&rec);
+            single = rec;
+        }
+        assert_eq!((env.len(), env.is_empty()), (3, false));
+        let buf = env.take();
+        assert!(env.is_empty() && env.bytes() == 0);
+        let posts = decode_routed_record(&buf).unwrap();
+        let ids: Vec<&str> = posts.iter().map(|p| p.id.0.as_str()).collect();
+        assert_eq!(ids, ["0", "1", "2"]);
+        assert_eq!(posts[1].raw, "第二条微博".as_bytes());
+        assert_eq!(decode_routed_record(&single).unwrap()[0].id.0, "2");
+        assert!(decode_routed_record(&buf[..buf.len() - 1]).is_err());
+        assert!(decode_routed_record(ENVELOPE_MAGIC).is_err());
+        assert!(routed_seq(7, 4095) < routed_seq(8, 0));
+        assert!(routed_seq(7, 1) > routed_seq(7, 0));
     }
 
     #[test]
