@@ -18,15 +18,21 @@ export SIMDEDUP_RUN=$work/broker
 trap 'bash scripts/broker.sh stop >/dev/null 2>&1 || true; [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"' EXIT
 line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
 eval "$line"
+# Copy c is shifted later by c times the stream's time span plus the 2-day window, so copies do
+# not match each other and the stream stays in time order; no copy may reach the future (those
+# posts would be rejected).
 python3 - "$input" "$copies" > "$work/stream.jsonl" <<'PY'
-import json, sys
-lines = [l for l in open(sys.argv[1], encoding="utf-8").read().split("\n") if l.strip()]
-for c in range(int(sys.argv[2])):
-    for l in lines:
-        p = json.loads(l)
-        p["id"] = f"{p['id']}-{c}"
-        p["created_at"] = p["created_at"] + c * 400_000_000
-        print(json.dumps(p, ensure_ascii=False))
+import json, sys, time
+posts = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8") if l.strip()]
+copies = int(sys.argv[2])
+times = [p["created_at"] for p in posts]
+shift = max(times) - min(times) + 2 * 86400 + 1
+if max(times) + (copies - 1) * shift > time.time() - 86400:
+    sys.exit(f"bench-kafka.sh: {copies} copies of this stream would reach the future; use fewer")
+for c in range(copies):
+    for p in posts:
+        q = dict(p, id=f"{p['id']}-{c}", created_at=p["created_at"] + c * shift)
+        print(json.dumps(q, ensure_ascii=False))
 PY
 n=$(wc -l < "$work/stream.jsonl")
 "$bin" produce --brokers "$SIMDEDUP_BROKERS" --topic bench.posts --partitions 8 --input "$work/stream.jsonl"

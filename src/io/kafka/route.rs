@@ -319,9 +319,12 @@ pub(crate) fn send(
     acks: &mut Acks,
     out: Out<'_>,
 ) -> Result<(), KafkaError> {
-    let mut r = BaseRecord::with_opaque_to(out.topic, Box::new(out.tag))
-        .payload(out.payload)
-        .key(out.key);
+    let mut r = BaseRecord::with_opaque_to(out.topic, Box::new(out.tag)).payload(out.payload);
+    // An empty key is sent as none: librdkafka hashes an empty key to one fixed partition, but
+    // spreads keyless records over all of them.
+    if !out.key.is_empty() {
+        r = r.key(out.key);
+    }
     if let Some(p) = out.partition {
         r = r.partition(p);
     }

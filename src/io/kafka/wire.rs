@@ -66,20 +66,28 @@ pub fn encode_routed(
 }
 
 /// A routed record being filled: several posts bound for one routed partition. The broker's cost
-/// is mostly per record (tansu stores a row per record), so the route stage sends envelopes.
+/// grows with records and bytes (tansu stores a row per record and reads the rows back on every
+/// fetch), so the route stage sends envelopes, compressed: a post's text appears in its raw JSON,
+/// its normalized form and its tokens, and zstd removes most of that.
+///
+/// Layout: magic, a flag byte (0 = stored, 1 = zstd), the body's length before compression
+/// (u32), then the body: length-prefixed posts (`encode_routed`).
 #[derive(Debug, Default)]
 pub struct Envelope {
-    buf: Vec<u8>,
+    body: Vec<u8>,
     posts: usize,
 }
+
+/// zstd level of envelopes: the fastest of the standard levels.
+const ENVELOPE_ZSTD_LEVEL: i32 = 1;
+
+/// Largest envelope body a reader accepts, before compression.
+const ENVELOPE_MAX_BODY: usize = 64 << 20;
 
 impl Envelope {
     /// Appends one encoded post (`encode_routed`).
     pub fn push(&mut self, post: &[u8]) {
-        if self.buf.is_empty() {
-            self.buf.extend_from_slice(ENVELOPE_MAGIC);
-        }
-        put_bytes(&mut self.buf, post);
+        put_bytes(&mut self.body, post);
         self.posts += 1;
     }
 
@@ -93,15 +101,30 @@ impl Envelope {
         self.posts == 0
     }
 
-    /// Encoded size in bytes.
+    /// Size of the body before compression, in bytes.
     pub fn bytes(&self) -> usize {
-        self.buf.len()
+        self.body.len()
     }
 
-    /// The record value; empties the envelope.
+    /// The record value; empties the envelope. The body is stored uncompressed if zstd fails.
     pub fn take(&mut self) -> Vec<u8> {
         self.posts = 0;
-        std::mem::take(&mut self.buf)
+        let body = std::mem::take(&mut self.body);
+        let mut out = Vec::with_capacity(16 + body.len() / 2);
+        out.extend_from_slice(ENVELOPE_MAGIC);
+        match zstd::bulk::compress(&body, ENVELOPE_ZSTD_LEVEL) {
+            Ok(z) if z.len() < body.len() => {
+                out.push(1);
+                out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                out.extend_from_slice(&z);
+            }
+            _ => {
+                out.push(0);
+                out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+                out.extend_from_slice(&body);
+            }
+        }
+        out
     }
 }
 
@@ -111,17 +134,36 @@ pub fn decode_routed_record(buf: &[u8]) -> Result<Vec<RoutedPost>, WireError> {
     let Some(rest) = buf.strip_prefix(ENVELOPE_MAGIC) else {
         return decode_routed(buf).map(|p| vec![p]);
     };
+    let err = || WireError("routed envelope");
     let mut r = Reader(rest);
+    let flag = r.u8().ok_or_else(err)?;
+    let len = r.u32().ok_or_else(err)? as usize;
+    if len > ENVELOPE_MAX_BODY {
+        return Err(err());
+    }
+    let inflated;
+    let body = match flag {
+        0 => r.0,
+        1 => {
+            inflated = zstd::bulk::decompress(r.0, len).map_err(|_| err())?;
+            &inflated[..]
+        }
+        _ => return Err(err()),
+    };
+    if body.len() != len {
+        return Err(err());
+    }
+    let mut r = Reader(body);
     let mut posts = Vec::new();
     while !r.0.is_empty() {
-        let post = r.bytes().ok_or(WireError("routed envelope"))?;
+        let post = r.bytes().ok_or_else(err)?;
         posts.push(decode_routed(post)?);
         if posts.len() > ENVELOPE_MAX_POSTS {
-            return Err(WireError("routed envelope"));
+            return Err(err());
         }
     }
     if posts.is_empty() {
-        return Err(WireError("routed envelope"));
+        return Err(err());
     }
     Ok(posts)
 }
@@ -360,6 +402,18 @@ mod tests {
         assert_eq!(decode_routed_record(&single).unwrap()[0].id.0, "2");
         assert!(decode_routed_record(&buf[..buf.len() - 1]).is_err());
         assert!(decode_routed_record(ENVELOPE_MAGIC).is_err());
+        // Repeated text compresses; a corrupt frame is an error, not a panic.
+        assert_eq!(buf[4], 1, "zstd");
+        let mut corrupt = buf.clone();
+        let n = corrupt.len();
+        corrupt[n - 4] ^= 0xff;
+        assert!(decode_routed_record(&corrupt).is_err());
+        // A body zstd cannot shrink is stored.
+        let mut tiny = Envelope::default();
+        tiny.push(b"x");
+        let stored = tiny.take();
+        assert_eq!(stored[4], 0);
+        assert!(decode_routed_record(&stored).is_err(), "not a post");
         assert!(routed_seq(7, 4095) < routed_seq(8, 0));
         assert!(routed_seq(7, 1) > routed_seq(7, 0));
     }
