@@ -44,7 +44,8 @@ pub struct Cli {
 
 const EXIT_CODES: &str = "Exit codes: 0 done (`run`, `passthrough`: stopped by SIGINT/SIGTERM after \
 draining); 1 runtime failure (I/O, Kafka, state store; outputs consistent up to the last checkpoint \
-or committed offset); 2 usage or configuration error; 130 `dedup` interrupted by a signal after a \
+or committed offset), or a `run`/`passthrough` shutdown that overran `kafka.shutdown_timeout_ms` \
+by 2 s (an unreachable broker); 2 usage or configuration error; 130 `dedup` interrupted by a signal after a \
 clean checkpoint (rerun the same command to resume), or a second signal to `dedup`, `run` or \
 `passthrough`, which exits at once. The other commands have no drain: a signal ends them as it \
 ends any program. Each command's --help has the details.";
@@ -121,7 +122,8 @@ Missing topics are created (the routed one with --routed-partitions, the changel
 partition, the others with `kafka.output_partitions`).
 
 Runs until SIGINT/SIGTERM. Exit codes: 0 stopped by a signal after draining (finish the record
-in hand, flush the producer, commit; within `kafka.shutdown_timeout_ms`); 1 Kafka failure
+in hand, flush the producer, commit; within `kafka.shutdown_timeout_ms`); 1 Kafka failure, or
+a shutdown still running 2 s past that deadline (an unreachable broker), which is cut short
 (offsets are committed only for acknowledged outputs: a restart re-processes from there);
 2 usage or configuration error, or a metrics address that cannot be bound; 130 a second signal,
 which exits at once.";
@@ -411,8 +413,9 @@ with 8 partitions if missing), storing an offset only after its copy is acknowle
 stages do. Client settings are the stages' built-in ones: no --config, so no [kafka.consumer] or
 [kafka.producer] settings (SASL/SSL).
 
-Runs until SIGINT/SIGTERM. Exit codes: 0 stopped by a signal after flushing; 1 Kafka failure;
-130 a second signal, which exits at once.";
+Runs until SIGINT/SIGTERM. Exit codes: 0 stopped by a signal after flushing; 1 Kafka failure,
+or a shutdown still running 32 s after the signal (an unreachable broker); 130 a second signal,
+which exits at once.";
 
 /// `passthrough` options.
 #[derive(Debug, Args)]
@@ -680,6 +683,10 @@ fn run_stream(a: RunArgs) -> CmdResult {
         a.metrics_addr.as_deref().unwrap_or(&cfg.metrics.address),
     ))?;
     let stop = stop_flag();
+    shutdown_watchdog(
+        &stop,
+        std::time::Duration::from_millis(cfg.kafka.shutdown_timeout_ms),
+    );
     let kc = cfg.kafka.clone();
     let out_parts = kc.output_partitions as i32;
     let topics = [
@@ -779,6 +786,10 @@ fn passthrough(a: PassthroughArgs) -> CmdResult {
         ..Default::default()
     };
     let stop = stop_flag();
+    shutdown_watchdog(
+        &stop,
+        std::time::Duration::from_millis(k.shutdown_timeout_ms),
+    );
     let n = crate::io::kafka::tools::passthrough(&k, &a.from, &a.to, &stop)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!("simdedup: passed {n} records from {} to {}", a.from, a.to);
@@ -834,6 +845,27 @@ fn replay(a: ReplayArgs) -> CmdResult {
 
 /// The stop flag of a long-running command: the first SIGINT/SIGTERM sets it (finish, flush,
 /// checkpoint or commit), a second one exits at once with `EXIT_INTERRUPTED`.
+/// Ends the process with exit code 1 if a shutdown has not finished `deadline` plus 2 s after
+/// `stop` was set. librdkafka's final commit and group leave can block far longer than any
+/// deadline while the broker is unreachable; at-least-once delivery makes the abandoned work
+/// safe: uncommitted records are processed again after a restart.
+fn shutdown_watchdog(stop: &Arc<AtomicBool>, deadline: std::time::Duration) {
+    let stop = Arc::clone(stop);
+    std::thread::spawn(move || {
+        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let grace = deadline + std::time::Duration::from_secs(2);
+        std::thread::sleep(grace);
+        tracing::error!(
+            secs = grace.as_secs_f64(),
+            "shutdown overran kafka.shutdown_timeout_ms: exiting now; records not yet committed \
+             are processed again after a restart"
+        );
+        std::process::exit(EXIT_FAILURE as i32);
+    });
+}
+
 fn stop_flag() -> Arc<AtomicBool> {
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {

@@ -82,6 +82,11 @@ impl Topics {
     }
 
     fn command(&self, role: &str, log: &Path) -> Command {
+        self.command_at(role, log, &brokers())
+    }
+
+    /// A worker of this test's topology against the broker at `addr`.
+    fn command_at(&self, role: &str, log: &Path, addr: &str) -> Command {
         let mut c = bin();
         c.args([
             "--log-level",
@@ -90,7 +95,7 @@ impl Topics {
             "--role",
             role,
             "--brokers",
-            &brokers(),
+            addr,
             "--routed-partitions",
             "4",
         ])
@@ -531,4 +536,83 @@ fn metrics_scraped_during_a_run_add_up_to_the_output_topics() {
         .filter(|j| j["target"] == "librdkafka" && j["fields"]["facility"].is_string())
         .count();
     assert!(rdkafka_lines > 0, "no librdkafka line in the JSON log");
+}
+
+/// A broker of the test's own (the shared one must stay up): `scripts/broker.sh` in a run dir
+/// under `dir`. Returns its address and pid file.
+fn own_broker(dir: &Path) -> (String, std::path::PathBuf) {
+    let run = dir.join("run");
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/broker.sh"))
+        .args(["start", "--sqlite"])
+        .arg(dir.join("broker.db"))
+        .env("SIMDEDUP_RUN", &run)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "broker.sh start failed");
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let addr = stdout
+        .trim()
+        .strip_prefix("SIMDEDUP_BROKERS=")
+        .unwrap_or_else(|| panic!("unexpected broker.sh output: {stdout}"))
+        .to_string();
+    (addr, run.join("broker.pid"))
+}
+
+#[test]
+fn a_worker_whose_broker_died_still_exits_within_its_shutdown_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (addr, pid_file) = own_broker(dir.path());
+    let t = Topics::new();
+    let log = dir.path().join("all.log");
+    let mut c = t.command_at("all", &log, &addr);
+    c.env("SIMDEDUP_KAFKA__SHUTDOWN_TIMEOUT_MS", "2000");
+    let mut worker = t.spawn(c);
+    // Records in flight give the shutdown offsets to commit (with nothing to commit it is quick).
+    let input = stream(dir.path(), 2);
+    let mut p = bin();
+    p.args([
+        "produce",
+        "--brokers",
+        &addr,
+        "--topic",
+        &t.input,
+        "--input",
+    ])
+    .arg(&input);
+    run_ok(p);
+    crate::common::wait_for_log(&log, "event=Assigned([", Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(3));
+    let broker_pid = std::fs::read_to_string(&pid_file).unwrap();
+    let killed = Command::new("kill")
+        .args(["-KILL", broker_pid.trim()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    std::thread::sleep(Duration::from_secs(1));
+    let t0 = Instant::now();
+    crate::common::terminate(&worker);
+    let status = loop {
+        if let Some(s) = worker.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no exit 30 s after SIGTERM with a 2 s deadline"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        secs < 6.0,
+        "exited {secs:.1} s after SIGTERM (deadline 2 s + 2 s grace):\n{text}"
+    );
+    // A shutdown that finished is fine; one cut short says so and exits with 1.
+    match status.code() {
+        Some(0) => {}
+        Some(1) => assert!(text.contains("shutdown overran"), "{text}"),
+        other => panic!("exit status {other:?}:\n{text}"),
+    }
 }

@@ -57,7 +57,8 @@ pub struct KafkaConfig {
     /// file pipeline's verdicts, but several workers run in lock step on a backlog. Must be the
     /// same for every worker and replay of a topology.
     pub order_tick_secs: u64,
-    /// Shutdown deadline: finish, flush and commit within this time after the first signal.
+    /// Shutdown deadline: finish, flush and commit within this time after the first signal. `run`
+    /// and `passthrough` end the process (exit code 1) 2 s past it.
     pub shutdown_timeout_ms: u64,
     /// Extra librdkafka consumer settings (SASL/SSL and tuning). Keys that would break delivery
     /// semantics are pinned and overridden with a warning.
