@@ -360,3 +360,29 @@ pub fn ensure_topics(k: &KafkaConfig, topics: &[(&str, i32)]) -> Result<(), Kafk
     }
     Ok(())
 }
+
+/// The high watermark of a partition as librdkafka last heard it from the broker (fetch
+/// responses update it; no request is made), if known. rust-rdkafka 0.39 wraps only the
+/// querying variant, which asks the broker and blocks.
+pub fn cached_high_watermark<C: ClientContext>(
+    client: &rdkafka::client::Client<C>,
+    topic: &str,
+    partition: u32,
+) -> Option<i64> {
+    use rdkafka::bindings::{rd_kafka_get_watermark_offsets, rd_kafka_resp_err_t};
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the handle is valid while `client` is borrowed; `topic` is NUL-terminated and
+    // outlives the call; `low` and `high` are valid for writes. The function only reads
+    // librdkafka's cached partition state under its own lock.
+    let err = unsafe {
+        rd_kafka_get_watermark_offsets(
+            client.native_ptr(),
+            topic.as_ptr(),
+            partition as i32,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
+}

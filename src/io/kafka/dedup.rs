@@ -95,9 +95,15 @@ struct Owned {
     started: bool,
     next_offset: u64,
     /// When the last record arrived (or the partition was assigned): a partition with nothing
-    /// buffered and nothing new for `idle_after_ms` is idle. End-of-partition events are not
-    /// relied on: some brokers send none when the committed offset already is the end.
+    /// buffered, nothing new for `idle_after_ms` and not `behind` is idle. End-of-partition
+    /// events are not relied on: some brokers send none when the committed offset already is
+    /// the end.
     last_record: Instant,
+    /// The offset after the last record polled, if any since assignment.
+    polled_to: Option<u64>,
+    /// The broker's last reported high watermark is past `polled_to`: records are there that
+    /// are not fetched yet (a fetch can leave a partition out), so the partition is not idle.
+    behind: bool,
     last: Option<(u64, i64)>,
     sent: Option<(Bound, Option<(u64, i64)>)>,
     sent_at: Instant,
@@ -112,6 +118,8 @@ impl Owned {
             started: false,
             next_offset: 0,
             last_record: Instant::now(),
+            polled_to: None,
+            behind: false,
             last: None,
             sent: None,
             sent_at: Instant::now(),
@@ -146,6 +154,23 @@ const CHANGELOG_BATCH: usize = 512;
 
 /// Partition number of sync records on the changelog (no routed partition has it).
 const SYNC_PARTITION: u32 = u32::MAX;
+
+/// Whether the broker's last reported high watermark of `topic`/`p` (librdkafka's cache, no
+/// request) is past `polled_to`, the offset after the last record polled. Unknown counts as no.
+pub(crate) fn behind<C: rdkafka::consumer::ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    p: u32,
+    polled_to: Option<u64>,
+) -> bool {
+    match (
+        polled_to,
+        client::cached_high_watermark(consumer.client(), topic, p),
+    ) {
+        (Some(next), Some(high)) => high > next as i64,
+        _ => false,
+    }
+}
 
 struct Clients {
     consumer: BaseConsumer<RebalanceLog>,
@@ -351,6 +376,7 @@ impl<'a> Worker<'a> {
             };
             any = true;
             owned.last_record = Instant::now();
+            owned.polled_to = Some(offset + 1);
             match decode_routed_record(m.payload().unwrap_or_default()) {
                 Ok(posts) => {
                     let count = posts.len() as u32;
@@ -373,6 +399,9 @@ impl<'a> Worker<'a> {
             if owned.buf.len() > 50_000 {
                 break;
             }
+        }
+        for (p, o) in self.owned.iter_mut() {
+            o.behind = behind(&c.consumer, &self.k.routed_topic, *p, o.polled_to);
         }
         Ok(any)
     }
@@ -526,7 +555,7 @@ impl<'a> Worker<'a> {
             return Bound::Key(k);
         }
         let idle_after = Duration::from_millis(self.k.idle_after_ms);
-        if o.last_record.elapsed() >= idle_after {
+        if o.last_record.elapsed() >= idle_after && !o.behind {
             return Bound::Idle;
         }
         if !o.started {

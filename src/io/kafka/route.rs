@@ -51,6 +51,10 @@ struct RawPartition {
     buf: std::collections::VecDeque<Pending>,
     at_eof: bool,
     last_record: Instant,
+    /// The offset after the last record polled, if any since assignment.
+    polled_to: Option<u64>,
+    /// The broker reported records past `polled_to` (see `dedup::behind`).
+    behind: bool,
 }
 
 impl Default for RawPartition {
@@ -59,15 +63,18 @@ impl Default for RawPartition {
             buf: Default::default(),
             at_eof: false,
             last_record: Instant::now(),
+            polled_to: None,
+            behind: false,
         }
     }
 }
 
 impl RawPartition {
     /// Nothing buffered and nothing more expected soon: at the end, or silent for `idle`
-    /// (some brokers send no end-of-partition event when the committed offset is the end).
+    /// (some brokers send no end-of-partition event when the committed offset is the end), and
+    /// the broker reported nothing past what was fetched.
     fn caught_up(&self, idle: Duration) -> bool {
-        self.buf.is_empty() && (self.at_eof || self.last_record.elapsed() >= idle)
+        self.buf.is_empty() && !self.behind && (self.at_eof || self.last_record.elapsed() >= idle)
     }
 }
 
@@ -168,12 +175,16 @@ pub fn run(
             };
             part.at_eof = false;
             part.last_record = Instant::now();
+            part.polled_to = Some(msg.offset() as u64 + 1);
             part.buf.push_back(Pending {
                 offset: msg.offset() as u64,
                 time,
                 post,
                 line,
             });
+        }
+        for (p, x) in parts.iter_mut() {
+            x.behind = super::dedup::behind(&consumer, &k.input_topic, *p, x.polled_to);
         }
         // Emit while the earliest buffered record cannot be overtaken: every partition has a
         // buffered record or is caught up.
