@@ -701,18 +701,21 @@ fn run_stream(a: RunArgs) -> CmdResult {
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
     let fail = |e: crate::io::kafka::KafkaError| (EXIT_FAILURE, e.to_string());
+    // With both stages here, dedup holds off declaring partitions idle until route routes.
+    let routing = AtomicBool::new(false);
+    let routing = (a.role == Role::All).then_some(&routing);
     std::thread::scope(|s| {
         // Whichever stage ends first (error or signal) stops the other.
         let route = (a.role != Role::Dedup).then(|| {
             s.spawn(|| {
-                let r = crate::io::kafka::route::run(&kc, &cfg, &tokenizer, &stop);
+                let r = crate::io::kafka::route::run(&kc, &cfg, &tokenizer, &stop, routing);
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 r
             })
         });
         let dedup = (a.role != Role::Route).then(|| {
             s.spawn(|| {
-                let r = crate::io::kafka::dedup::run(&kc, &cfg, &stop);
+                let r = crate::io::kafka::dedup::run(&kc, &cfg, &stop, routing);
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 r
             })

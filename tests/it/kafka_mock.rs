@@ -69,9 +69,10 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     };
     let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
     let stop = AtomicBool::new(false);
+    let routing = AtomicBool::new(false);
     let (kafka_verdicts, stats) = std::thread::scope(|s| {
-        let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop));
-        let d = s.spawn(|| dedup::run(&k, &cfg, &stop));
+        let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop, Some(&routing)));
+        let d = s.spawn(|| dedup::run(&k, &cfg, &stop, Some(&routing)));
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut got = BTreeMap::new();
         while Instant::now() < deadline {

@@ -95,15 +95,11 @@ struct Owned {
     started: bool,
     next_offset: u64,
     /// When the last record arrived (or the partition was assigned): a partition with nothing
-    /// buffered, nothing new for `idle_after_ms` and not `behind` is idle. End-of-partition
-    /// events are not relied on: some brokers send none when the committed offset already is
-    /// the end.
+    /// buffered, nothing new for `idle_after_ms` and nothing left to fetch (`fetch`) is idle.
+    /// End-of-partition events are not relied on: some brokers send none when the committed
+    /// offset already is the end.
     last_record: Instant,
-    /// The offset after the last record polled, if any since assignment.
-    polled_to: Option<u64>,
-    /// The broker's last reported high watermark is past `polled_to`: records are there that
-    /// are not fetched yet (a fetch can leave a partition out), so the partition is not idle.
-    behind: bool,
+    fetch: client::FetchProgress,
     last: Option<(u64, i64)>,
     sent: Option<(Bound, Option<(u64, i64)>)>,
     sent_at: Instant,
@@ -112,14 +108,13 @@ struct Owned {
 }
 
 impl Owned {
-    fn new() -> Owned {
+    fn new(start: Option<Option<i64>>) -> Owned {
         Owned {
             buf: VecDeque::new(),
             started: false,
             next_offset: 0,
             last_record: Instant::now(),
-            polled_to: None,
-            behind: false,
+            fetch: client::FetchProgress::new(start),
             last: None,
             sent: None,
             sent_at: Instant::now(),
@@ -147,6 +142,11 @@ struct Worker<'a> {
     sync_nonce: Option<u64>,
     /// Index entries decided but not yet sent to the changelog.
     unsent: Vec<(i64, crate::index::Entry)>,
+    /// The route stage of this process, if any: set once it routes (see `run`).
+    routing: Option<&'a AtomicBool>,
+    /// When `routing` was first seen set.
+    routing_since: Option<Instant>,
+    started_at: Instant,
 }
 
 /// Index entries per changelog record, at most.
@@ -155,23 +155,6 @@ const CHANGELOG_BATCH: usize = 512;
 /// Partition number of sync records on the changelog (no routed partition has it).
 const SYNC_PARTITION: u32 = u32::MAX;
 
-/// Whether the broker's last reported high watermark of `topic`/`p` (librdkafka's cache, no
-/// request) is past `polled_to`, the offset after the last record polled. Unknown counts as no.
-pub(crate) fn behind<C: rdkafka::consumer::ConsumerContext>(
-    consumer: &BaseConsumer<C>,
-    topic: &str,
-    p: u32,
-    polled_to: Option<u64>,
-) -> bool {
-    match (
-        polled_to,
-        client::cached_high_watermark(consumer.client(), topic, p),
-    ) {
-        (Some(next), Some(high)) => high > next as i64,
-        _ => false,
-    }
-}
-
 struct Clients {
     consumer: BaseConsumer<RebalanceLog>,
     reader: BaseConsumer<client::QuietContext>,
@@ -179,8 +162,18 @@ struct Clients {
     deliveries: Receiver<Delivery>,
 }
 
-/// Runs a dedup worker until `stop` is set.
-pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStats, KafkaError> {
+/// Runs a dedup worker until `stop` is set. With `routing` (the flag of a route stage in the
+/// same process, see `route::run`), no partition counts as idle before that flag is set and
+/// `idle_after_ms` has passed since: on a backlog the route stage's first records can take
+/// longer than `idle_after_ms`, and partitions declared idle meanwhile would let the first
+/// posts that arrive be decided out of order. After ten times `idle_after_ms` without the
+/// flag, the wait is given up.
+pub fn run(
+    k: &KafkaConfig,
+    cfg: &Config,
+    stop: &AtomicBool,
+    routing: Option<&AtomicBool>,
+) -> Result<DedupStats, KafkaError> {
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.dedup", k.group_id))
             .create_with_context(RebalanceLog::new(&k.routed_topic))?;
@@ -210,6 +203,9 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
         rec: Vec::with_capacity(1024),
         sync_nonce: None,
         unsent: Vec::new(),
+        routing,
+        routing_since: None,
+        started_at: Instant::now(),
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
@@ -230,6 +226,9 @@ pub fn run(k: &KafkaConfig, cfg: &Config, stop: &AtomicBool) -> Result<DedupStat
     let mut last_report = Instant::now();
     let mut last_publish = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if w.routing_since.is_none() && w.routing.is_some_and(|r| r.load(Ordering::Relaxed)) {
+            w.routing_since = Some(Instant::now());
+        }
         w.settle(&c)?;
         w.rebalance(&c)?;
         w.read_changelog(&c.reader, Duration::ZERO, false);
@@ -329,8 +328,9 @@ impl<'a> Worker<'a> {
                     if !ps.is_empty() {
                         self.send_sync(c)?;
                     }
+                    let starts = client::committed_starts(&c.consumer, &self.k.routed_topic, &ps);
                     for p in ps {
-                        self.owned.insert(p, Owned::new());
+                        self.owned.insert(p, Owned::new(starts.get(&p).copied()));
                     }
                 }
                 RebalanceEvent::Revoked(ps) => {
@@ -376,7 +376,7 @@ impl<'a> Worker<'a> {
             };
             any = true;
             owned.last_record = Instant::now();
-            owned.polled_to = Some(offset + 1);
+            owned.fetch.polled(offset);
             match decode_routed_record(m.payload().unwrap_or_default()) {
                 Ok(posts) => {
                     let count = posts.len() as u32;
@@ -401,7 +401,7 @@ impl<'a> Worker<'a> {
             }
         }
         for (p, o) in self.owned.iter_mut() {
-            o.behind = behind(&c.consumer, &self.k.routed_topic, *p, o.polled_to);
+            o.fetch.refresh(&c.consumer, &self.k.routed_topic, *p);
         }
         Ok(any)
     }
@@ -547,6 +547,16 @@ impl<'a> Worker<'a> {
         ))
     }
 
+    /// Whether this process's route stage, if it has one, has been routing for `idle_after`
+    /// (or the wait for it was given up): only then is an empty partition really quiet.
+    fn upstream_quiet(&self, idle_after: Duration) -> bool {
+        self.routing.is_none()
+            || self
+                .routing_since
+                .is_some_and(|t| t.elapsed() >= idle_after)
+            || self.started_at.elapsed() >= idle_after * 10
+    }
+
     fn bound(&self, q: u32) -> Bound {
         let Some(o) = self.owned.get(&q) else {
             return self.progress.get(&q).map_or(Bound::Unknown, |(b, _)| *b);
@@ -555,7 +565,10 @@ impl<'a> Worker<'a> {
             return Bound::Key(k);
         }
         let idle_after = Duration::from_millis(self.k.idle_after_ms);
-        if o.last_record.elapsed() >= idle_after && !o.behind {
+        if o.last_record.elapsed() >= idle_after
+            && o.fetch.may_be_caught_up()
+            && self.upstream_quiet(idle_after)
+        {
             return Bound::Idle;
         }
         if !o.started {

@@ -51,41 +51,40 @@ struct RawPartition {
     buf: std::collections::VecDeque<Pending>,
     at_eof: bool,
     last_record: Instant,
-    /// The offset after the last record polled, if any since assignment.
-    polled_to: Option<u64>,
-    /// The broker reported records past `polled_to` (see `dedup::behind`).
-    behind: bool,
+    fetch: client::FetchProgress,
 }
 
-impl Default for RawPartition {
-    fn default() -> Self {
+impl RawPartition {
+    fn new(start: Option<Option<i64>>) -> Self {
         RawPartition {
             buf: Default::default(),
             at_eof: false,
             last_record: Instant::now(),
-            polled_to: None,
-            behind: false,
+            fetch: client::FetchProgress::new(start),
         }
     }
-}
 
-impl RawPartition {
     /// Nothing buffered and nothing more expected soon: at the end, or silent for `idle`
     /// (some brokers send no end-of-partition event when the committed offset is the end), and
     /// the broker reported nothing past what was fetched.
     fn caught_up(&self, idle: Duration) -> bool {
-        self.buf.is_empty() && !self.behind && (self.at_eof || self.last_record.elapsed() >= idle)
+        self.buf.is_empty()
+            && (self.at_eof
+                || (self.last_record.elapsed() >= idle && self.fetch.may_be_caught_up()))
     }
 }
 
 /// Runs a route worker until `stop` is set. Records of the raw partitions this worker owns are
 /// merged by event time before they are routed, so each routed partition receives posts in time
-/// order even when a backlog is consumed partition by partition.
+/// order even when a backlog is consumed partition by partition. `routing` (for a dedup stage in
+/// the same process) is set once the worker has an assignment and its merge has run: every
+/// owned raw partition had a record or was caught up.
 pub fn run(
     k: &KafkaConfig,
     cfg: &Config,
     tokenizer: &Tokenizer,
     stop: &AtomicBool,
+    routing: Option<&AtomicBool>,
 ) -> Result<RouteStats, KafkaError> {
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.route", k.group_id))
@@ -106,6 +105,7 @@ pub fn run(
     let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
     let mut last_time = i64::MIN;
     let mut progressed = true;
+    let mut assigned = false;
     let mut outgoing: Vec<Outgoing> = (0..k.routed_partitions)
         .map(|_| Outgoing::default())
         .collect();
@@ -129,9 +129,13 @@ pub fn run(
                 match ev {
                     RebalanceEvent::Assigned(ps) => {
                         health(Ok(()));
-                        ps.iter().for_each(|p| {
-                            parts.entry(*p).or_default();
-                        })
+                        assigned = true;
+                        let starts = client::committed_starts(&consumer, &k.input_topic, &ps);
+                        for p in ps {
+                            parts
+                                .entry(p)
+                                .or_insert_with(|| RawPartition::new(starts.get(&p).copied()));
+                        }
                     }
                     RebalanceEvent::Revoked(ps) => ps.iter().for_each(|p| {
                         acks.remove(*p);
@@ -175,7 +179,7 @@ pub fn run(
             };
             part.at_eof = false;
             part.last_record = Instant::now();
-            part.polled_to = Some(msg.offset() as u64 + 1);
+            part.fetch.polled(msg.offset() as u64);
             part.buf.push_back(Pending {
                 offset: msg.offset() as u64,
                 time,
@@ -184,7 +188,7 @@ pub fn run(
             });
         }
         for (p, x) in parts.iter_mut() {
-            x.behind = super::dedup::behind(&consumer, &k.input_topic, *p, x.polled_to);
+            x.fetch.refresh(&consumer, &k.input_topic, *p);
         }
         // Emit while the earliest buffered record cannot be overtaken: every partition has a
         // buffered record or is caught up.
@@ -245,6 +249,11 @@ pub fn run(
         // Nothing more can go out before the next poll: send the partial envelopes.
         for (partition, o) in outgoing.iter_mut().enumerate() {
             o.send(k, partition as i32, &producer, &deliveries, &mut acks)?;
+        }
+        if assigned && progressed {
+            if let Some(r) = routing {
+                r.store(true, Ordering::Relaxed);
+            }
         }
     }
     health(Err("stopping".into()));
