@@ -5,7 +5,7 @@
 # the first partition assignment to the last `progress` line (every 10,000 records), so process
 # start-up and the drain at the end are excluded.
 #   scripts/bench-kafka.sh [POSTS.jsonl] [COPIES]
-# Default input: ../shared/bench/weibo-dev-small/posts.jsonl, 2 copies (ids made unique per copy).
+# Default input: ../shared/bench/weibo-dev-small/posts.jsonl, 2 copies (made by scripts/copies.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 input=${1:-../shared/bench/weibo-dev-small/posts.jsonl}
@@ -18,22 +18,7 @@ export SIMDEDUP_RUN=$work/broker
 trap 'bash scripts/broker.sh stop >/dev/null 2>&1 || true; [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"' EXIT
 line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
 eval "$line"
-# Copy c is shifted later by c times the stream's time span plus the 2-day window, so copies do
-# not match each other and the stream stays in time order; no copy may reach the future (those
-# posts would be rejected).
-python3 - "$input" "$copies" > "$work/stream.jsonl" <<'PY'
-import json, sys, time
-posts = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8") if l.strip()]
-copies = int(sys.argv[2])
-times = [p["created_at"] for p in posts]
-shift = max(times) - min(times) + 2 * 86400 + 1
-if max(times) + (copies - 1) * shift > time.time() - 86400:
-    sys.exit(f"bench-kafka.sh: {copies} copies of this stream would reach the future; use fewer")
-for c in range(copies):
-    for p in posts:
-        q = dict(p, id=f"{p['id']}-{c}", created_at=p["created_at"] + c * shift)
-        print(json.dumps(q, ensure_ascii=False))
-PY
+python3 scripts/copies.py "$input" "$copies" > "$work/stream.jsonl"
 n=$(wc -l < "$work/stream.jsonl")
 "$bin" produce --brokers "$SIMDEDUP_BROKERS" --topic bench.posts --partitions 8 --input "$work/stream.jsonl"
 rate() { # log file, mode -> records/s
