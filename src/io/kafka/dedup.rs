@@ -14,8 +14,9 @@
 //! another order than in a replay.
 //!
 //! Delivery: an input offset (a routed envelope) is stored only after the outputs of all its
-//! posts are acknowledged and a progress marker covering it is acknowledged on the changelog (index entries go before the marker, in
-//! batches, on the same ordered partition). Replays re-emit identical verdicts.
+//! posts are acknowledged and a progress marker covering it is acknowledged on the changelog
+//! (index entries go before the marker, in batches, on the same ordered partition). Replays
+//! re-emit identical verdicts.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -179,9 +180,6 @@ pub fn run(
             .create_with_context(RebalanceLog::new(&k.routed_topic))?;
     let reader: BaseConsumer<client::QuietContext> =
         client::reader_config(k).create_with_context(client::QuietContext)?;
-    let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&k.changelog_topic, 0, Offset::Beginning)?;
-    reader.assign(&tpl)?;
     let (producer, deliveries) = client::producer(k)?;
     let c = Clients {
         consumer,
@@ -210,15 +208,7 @@ pub fn run(
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
     health(Err("catching up the replicated index".into()));
-    let t = Instant::now();
-    while !stop.load(Ordering::Relaxed)
-        && !w.read_changelog(&c.reader, Duration::from_millis(200), true)
-    {}
-    tracing::info!(
-        entries = w.engine.index().len(),
-        secs = t.elapsed().as_secs_f64(),
-        "replicated index caught up"
-    );
+    w.read_changelog_from_start(&c.reader, stop, "replicated index caught up")?;
     metrics::global().publish_engine(&w.engine);
     health(Err("waiting for partition assignment".into()));
     c.consumer.subscribe(&[&k.routed_topic])?;
@@ -466,22 +456,33 @@ impl<'a> Worker<'a> {
     /// watermarks decide what is live). Everything this worker decided is delivered first, so
     /// the log holds it.
     fn rebuild_index(&mut self, c: &Clients, stop: &AtomicBool) -> Result<(), KafkaError> {
-        let t = Instant::now();
         self.flush_changelog(c)?;
         c.producer
             .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
         self.settle(c)?;
         self.engine.clear_index();
+        self.read_changelog_from_start(&c.reader, stop, "replicated index rebuilt")
+    }
+
+    /// Points the reader at the changelog's start and applies it to its end (or until `stop`),
+    /// then logs `done` with the entry count and the time it took.
+    fn read_changelog_from_start(
+        &mut self,
+        reader: &BaseConsumer<client::QuietContext>,
+        stop: &AtomicBool,
+        done: &str,
+    ) -> Result<(), KafkaError> {
+        let t = Instant::now();
         let mut tpl = TopicPartitionList::new();
         tpl.add_partition_offset(&self.k.changelog_topic, 0, Offset::Beginning)?;
-        c.reader.assign(&tpl)?;
+        reader.assign(&tpl)?;
         while !stop.load(Ordering::Relaxed)
-            && !self.read_changelog(&c.reader, Duration::from_millis(200), true)
+            && !self.read_changelog(reader, Duration::from_millis(200), true)
         {}
         tracing::info!(
             entries = self.engine.index().len(),
             secs = t.elapsed().as_secs_f64(),
-            "replicated index rebuilt"
+            "{done}"
         );
         Ok(())
     }
