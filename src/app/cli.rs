@@ -212,7 +212,7 @@ impl MetricsArgs {
 
     /// Blocks until `stop` is set when `--metrics-hold` was given and the endpoint is on.
     fn hold(&self, stop: &AtomicBool) {
-        if self.metrics_hold && crate::app::metrics::global().enabled() {
+        if self.metrics_hold && crate::metrics::global().enabled() {
             tracing::info!("input done; serving metrics until SIGINT/SIGTERM");
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 std::thread::sleep(std::time::Duration::from_millis(50));
@@ -531,8 +531,9 @@ fn dedup(a: DedupArgs) -> CmdResult {
         state_dir: a.state_dir,
         progress: !a.no_progress,
         no_resume: a.no_resume,
+        analysis_id: cfg.analysis_id().map_err(|e| usage(e.to_string()))?,
     };
-    let summary = file::run(&job, &cfg, &tokenizer, &stop).map_err(|e| match e {
+    let summary = file::run(&job, &cfg.stages(), &tokenizer, &stop).map_err(|e| match e {
         file::PipelineError::Config(m) => usage(m),
         other => (EXIT_FAILURE, other.to_string()),
     })?;
@@ -708,14 +709,14 @@ fn run_stream(a: RunArgs) -> CmdResult {
         // Whichever stage ends first (error or signal) stops the other.
         let route = (a.role != Role::Dedup).then(|| {
             s.spawn(|| {
-                let r = crate::io::kafka::route::run(&kc, &cfg, &tokenizer, &stop, routing);
+                let r = crate::io::kafka::route::run(&kc, &cfg.stages(), &tokenizer, &stop, routing);
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 r
             })
         });
         let dedup = (a.role != Role::Route).then(|| {
             s.spawn(|| {
-                let r = crate::io::kafka::dedup::run(&kc, &cfg, &stop, routing);
+                let r = crate::io::kafka::dedup::run(&kc, &cfg.stages(), &stop, routing);
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 r
             })
@@ -834,7 +835,7 @@ fn replay(a: ReplayArgs) -> CmdResult {
     // Replay has no checkpoint: a signal during it ends it at once (the default action). The
     // stop flag exists only for --metrics-hold, once the input is done; registered earlier, it
     // would swallow the first signal and the replay would go on.
-    let st = crate::io::kafka::replay::run(&kc, &cfg, &tokenizer, &range)
+    let st = crate::io::kafka::replay::run(&kc, &cfg.stages(), &tokenizer, &range)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!(
         "simdedup: replayed {} records: {} unique, {} duplicates, {} rejected",

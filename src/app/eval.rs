@@ -181,7 +181,7 @@ pub fn evaluate(
 ) -> Result<Report, EvalError> {
     let truth_rows = read_truth(truth)?;
     let engine = Engine::new(&cfg.engine()).map_err(|e| EvalError::Config(e.to_string()))?;
-    let mut proc = Processor::new(cfg, tokenizer, engine);
+    let mut proc = Processor::new(&cfg.stages(), tokenizer, engine);
     let io = |source| EvalError::Io {
         path: posts.display().to_string(),
         source,

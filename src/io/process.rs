@@ -3,8 +3,9 @@
 
 use std::time::Instant;
 
-use crate::app::config::Config;
-use crate::app::metrics::{self, Stage};
+use crate::io::config::{OutputConfig, StageConfig};
+use crate::clock::now_secs;
+use crate::metrics::{self, Stage};
 use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
 use crate::hist::{Hist, Scale};
 use crate::input::Decoder;
@@ -54,7 +55,7 @@ pub struct Processor<'t> {
     analyzer: Analyzer<'t>,
     engine: Engine,
     analyzed: Analyzed,
-    output: crate::app::config::OutputConfig,
+    output: OutputConfig,
     max_future_secs: i64,
     now: i64,
     clock: Option<StageClock>,
@@ -77,7 +78,7 @@ impl StageClock {
 
 impl<'t> Processor<'t> {
     /// A processor over an engine (fresh or restored).
-    pub fn new(cfg: &Config, tokenizer: &'t Tokenizer, engine: Engine) -> Self {
+    pub fn new(cfg: &StageConfig, tokenizer: &'t Tokenizer, engine: Engine) -> Self {
         let now = now_secs();
         Processor {
             decoder: Decoder::new(&cfg.input),
@@ -85,7 +86,7 @@ impl<'t> Processor<'t> {
             engine,
             analyzed: Analyzed::default(),
             output: cfg.output.clone(),
-            max_future_secs: cfg.window.max_future_secs,
+            max_future_secs: cfg.max_future_secs(),
             now,
             clock: metrics::global().enabled().then(|| StageClock {
                 hists: [Hist::new(Scale::Nanos); Stage::ALL.len()],
@@ -183,13 +184,6 @@ impl<'t> Processor<'t> {
         out.reason = Some(r.reason);
         records::rejected_record(&mut out.record, &r, out.id.as_ref(), line_no, line);
     }
-}
-
-/// Unix seconds now (0 if the clock is before 1970).
-pub fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
 }
 
 /// The `future_time` rejection of a post dated more than `max_future_secs` after `now`.

@@ -23,21 +23,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
-use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError as RdError;
 use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
-use super::route::{send, settle, Out};
+use super::outbox::{self, send, settle, Out};
 use super::wire::{
     decode_changelog, decode_routed_record, encode_changelog, routed_seq, ChangelogRecord, Marker,
     RoutedPost,
 };
 use super::{KafkaConfig, KafkaError};
-use crate::app::config::Config;
-use crate::app::metrics::{self, Stage};
+use crate::io::config::StageConfig;
+use crate::metrics::{self, Stage};
 use crate::engine::{Engine, Position};
 use crate::index::OrderKey;
 use crate::io::records::{self, Decided, Sink};
@@ -128,7 +128,7 @@ impl Owned {
 /// The worker's state besides the Kafka clients.
 struct Worker<'a> {
     k: &'a KafkaConfig,
-    cfg: &'a Config,
+    cfg: &'a StageConfig,
     partitions: u32,
     engine: Engine,
     owned: BTreeMap<u32, Owned>,
@@ -171,7 +171,7 @@ struct Clients {
 /// flag, the wait is given up.
 pub fn run(
     k: &KafkaConfig,
-    cfg: &Config,
+    cfg: &StageConfig,
     stop: &AtomicBool,
     routing: Option<&AtomicBool>,
 ) -> Result<DedupStats, KafkaError> {
@@ -187,7 +187,7 @@ pub fn run(
         producer,
         deliveries,
     };
-    let engine = Engine::new(&cfg.engine()).map_err(|e| KafkaError::Config(e.to_string()))?;
+    let engine = Engine::new(&cfg.engine).map_err(|e| KafkaError::Config(e.to_string()))?;
     let mut w = Worker {
         k,
         cfg,
@@ -839,12 +839,7 @@ impl<'a> Worker<'a> {
         }
         self.settle(c)?;
         self.store_offsets(c)?;
-        c.consumer
-            .commit_consumer_state(CommitMode::Sync)
-            .or_else(|e| match e {
-                RdError::ConsumerCommit(RDKafkaErrorCode::NoOffset) => Ok(()),
-                other => Err(other),
-            })?;
+        outbox::commit(&c.consumer)?;
         tracing::info!(
             records = self.stats.records,
             unique = self.stats.unique,

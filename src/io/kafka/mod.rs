@@ -8,6 +8,7 @@
 pub mod acks;
 pub mod client;
 pub mod dedup;
+pub mod outbox;
 pub mod replay;
 pub mod route;
 pub mod tools;

@@ -18,14 +18,15 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::acks::Acks;
 use super::client::{self, QuietContext, Tag};
-use super::route::{send, settle, Out};
+use super::outbox::{send, settle, Out};
 use super::{KafkaConfig, KafkaError};
-use crate::app::config::Config;
-use crate::app::metrics::{self, Stage};
+use crate::io::config::StageConfig;
+use crate::metrics::{self, Stage};
 use crate::engine::{Analyzed, Analyzer, Engine, Position};
 use crate::index::OrderKey;
 use crate::input::{Decoded, Decoder};
-use crate::io::process::{future_time, now_secs};
+use crate::clock::now_secs;
+use crate::io::process::future_time;
 use crate::io::records::{self, Decided, Sink};
 use crate::routing::Router;
 use crate::text::tokenize::Tokenizer;
@@ -70,7 +71,7 @@ struct Raw {
 /// Replays `range` of `k.input_topic` into `k`'s output topics.
 pub fn run(
     k: &KafkaConfig,
-    cfg: &Config,
+    cfg: &StageConfig,
     tokenizer: &Tokenizer,
     range: &ReplayRange,
 ) -> Result<ReplayStats, KafkaError> {
@@ -132,7 +133,7 @@ pub fn run(
             emit(&k.rejected_topic, &[], &rec, &mut acks)?;
         }
     }
-    let mut engine = Engine::new(&cfg.engine()).map_err(|e| KafkaError::Config(e.to_string()))?;
+    let mut engine = Engine::new(&cfg.engine).map_err(|e| KafkaError::Config(e.to_string()))?;
     while let Some(p) = next_partition(&engine, &queues) {
         let Some((seq, r, a)) = queues[p].pop_front() else {
             break;
@@ -216,7 +217,7 @@ fn merge_by_time(mut parts: Vec<VecDeque<Raw>>) -> Vec<Raw> {
 /// Reads the range from every partition up to the end offsets seen at start.
 fn read_range(
     k: &KafkaConfig,
-    cfg: &Config,
+    cfg: &StageConfig,
     range: &ReplayRange,
 ) -> Result<Vec<VecDeque<Raw>>, KafkaError> {
     let consumer: BaseConsumer<QuietContext> =
@@ -260,7 +261,7 @@ fn read_range(
     }
     consumer.assign(&tpl)?;
     let decoder = Decoder::new(&cfg.input);
-    let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
+    let (now, max_future) = (now_secs(), cfg.max_future_secs());
     let mut out: Vec<VecDeque<Raw>> = (0..parts).map(|_| VecDeque::new()).collect();
     let mut done = vec![false; parts as usize];
     let mut last_time = i64::MIN;

@@ -10,19 +10,21 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::Message;
 
 use super::acks::Acks;
+use super::outbox::{commit, send, settle, store_offsets, Out};
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
 use super::wire::{encode_routed, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
-use crate::app::config::Config;
-use crate::app::metrics::{self, Stage};
+use crate::io::config::StageConfig;
+use crate::metrics::{self, Stage};
 use crate::engine::{Analyzed, Analyzer};
 use crate::input::Decoder;
-use crate::io::process::{future_time, now_secs};
+use crate::clock::now_secs;
+use crate::io::process::future_time;
 use crate::io::records::rejected_record;
 use crate::routing::Router;
 use crate::text::tokenize::Tokenizer;
@@ -81,7 +83,7 @@ impl RawPartition {
 /// owned raw partition had a record or was caught up.
 pub fn run(
     k: &KafkaConfig,
-    cfg: &Config,
+    cfg: &StageConfig,
     tokenizer: &Tokenizer,
     stop: &AtomicBool,
     routing: Option<&AtomicBool>,
@@ -102,7 +104,7 @@ pub fn run(
     let mut stored: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut stats = RouteStats::default();
     let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
-    let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
+    let (now, max_future) = (now_secs(), cfg.max_future_secs());
     let mut last_time = i64::MIN;
     let mut progressed = true;
     let mut assigned = false;
@@ -323,97 +325,6 @@ impl PostRouter<'_> {
     }
 }
 
-/// One record to produce.
-pub(crate) struct Out<'a> {
-    pub topic: &'a str,
-    pub partition: Option<i32>,
-    pub key: &'a [u8],
-    pub payload: &'a [u8],
-    pub tag: Tag,
-}
-
-/// Sends one record, settling delivery reports while the local queue is full.
-pub(crate) fn send(
-    producer: &ThreadedProducer<AckContext>,
-    deliveries: &Receiver<Delivery>,
-    acks: &mut Acks,
-    out: Out<'_>,
-) -> Result<(), KafkaError> {
-    let mut r = BaseRecord::with_opaque_to(out.topic, Box::new(out.tag)).payload(out.payload);
-    // An empty key is sent as none: librdkafka hashes an empty key to one fixed partition, but
-    // spreads keyless records over all of them.
-    if !out.key.is_empty() {
-        r = r.key(out.key);
-    }
-    if let Some(p) = out.partition {
-        r = r.partition(p);
-    }
-    loop {
-        match producer.send(r) {
-            Ok(()) => return Ok(()),
-            Err((RdError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                r = back;
-                std::thread::sleep(Duration::from_millis(2));
-                settle(deliveries, acks, &mut |_, _| {})?;
-            }
-            Err((e, _)) => return Err(e.into()),
-        }
-    }
-}
-
-/// Applies delivery reports: outputs credit `acks`, markers go to `on_marker`. A failed delivery
-/// is fatal: its offset is never stored, so a restart re-processes it.
-pub(crate) fn settle(
-    deliveries: &Receiver<Delivery>,
-    acks: &mut Acks,
-    on_marker: &mut dyn FnMut(u32, Option<u64>),
-) -> Result<(), KafkaError> {
-    while let Ok(d) = deliveries.try_recv() {
-        if let Err(message) = d.result {
-            return Err(KafkaError::Delivery {
-                topic: d.topic,
-                message,
-            });
-        }
-        match d.tag {
-            Tag::Record { partition, offset } => acks.ack(partition, offset),
-            Tag::Records(inputs) => inputs.into_iter().for_each(|(p, o)| acks.ack(p, o)),
-            Tag::Changelog => {}
-            Tag::Marker {
-                partition,
-                last_offset,
-            } => on_marker(partition, last_offset),
-        }
-    }
-    Ok(())
-}
-
-/// Stores, per assigned partition, the last offset whose outputs (and all earlier ones') are
-/// acknowledged.
-pub(crate) fn store_offsets(
-    consumer: &BaseConsumer<RebalanceLog>,
-    topic: &str,
-    acks: &Acks,
-    stored: &mut std::collections::BTreeMap<u32, u64>,
-) -> Result<(), KafkaError> {
-    let parts: Vec<u32> = consumer
-        .assignment()?
-        .elements()
-        .iter()
-        .map(|e| e.partition() as u32)
-        .collect();
-    for p in parts {
-        if let Some(done) = acks.done_through(p) {
-            if stored.get(&p) != Some(&done) {
-                // librdkafka's offset_store commits `offset + 1`: pass the last processed offset.
-                consumer.store_offset(topic, p as i32, done as i64)?;
-                stored.insert(p, done);
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Stop receiving, wait for outstanding deliveries (bounded), store and commit offsets.
 fn shutdown(
     k: &KafkaConfig,
@@ -430,11 +341,5 @@ fn shutdown(
         std::thread::sleep(Duration::from_millis(5));
     }
     store_offsets(consumer, &k.input_topic, acks, stored)?;
-    consumer
-        .commit_consumer_state(rdkafka::consumer::CommitMode::Sync)
-        .or_else(|e| match e {
-            RdError::ConsumerCommit(RDKafkaErrorCode::NoOffset) => Ok(()),
-            other => Err(other),
-        })?;
-    Ok(())
+    commit(consumer)
 }

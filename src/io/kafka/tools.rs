@@ -159,7 +159,7 @@ pub fn passthrough(
 ) -> Result<u64, KafkaError> {
     use super::acks::Acks;
     use super::client::{RebalanceLog, Tag};
-    use super::route::{send, settle, store_offsets, Out};
+    use super::outbox::{send, settle, store_offsets, Out};
     client::ensure_topics(k, &[(to, k.output_partitions as i32)])?;
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.passthrough", k.group_id))
