@@ -131,7 +131,8 @@ pub enum ConfigError {
 
 impl Config {
     /// Parses TOML text over the compiled defaults; the error names the key and line.
-    pub fn from_toml(text: &str) -> Result<Config, String> {
+    #[cfg(test)]
+    pub(crate) fn from_toml(text: &str) -> Result<Config, String> {
         let table = crate::app::layers::parse_text(text)?;
         toml::Value::Table(table)
             .try_into()

@@ -4,8 +4,9 @@
 
 use serde::Serialize;
 
-use crate::app::cli::{
-    build_tokenizer, load_config, usage, CmdResult, ConfigArgs, EXIT_FAILURE, EXIT_OK,
+use crate::app::common::{
+    build_tokenizer, load_config, read_text_arg, usage, CmdResult, ConfigArgs, EXIT_FAILURE,
+    EXIT_OK,
 };
 use crate::app::config::Config;
 use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
@@ -332,7 +333,8 @@ fn rule_checks(a: &Analyzed, b: &Analyzed, v: &VerifyConfig) -> Vec<RuleCheck> {
     };
     let max_edits = ((1.0 - v.edit_similarity) * long.len() as f32 + 1e-4).floor() as usize;
     let edit = !short.is_empty() && long.len() >= v.edit_min_chars && lev <= max_edits;
-    let eff = effective_len(short, v);
+    // `+ 0.0` turns a negative zero (no characters) into 0, which prints as "0.0", not "-0.0".
+    let eff = effective_len(short, v) + 0.0;
     let ratio = if long.is_empty() {
         0.0
     } else {
@@ -368,7 +370,8 @@ fn rule_checks(a: &Analyzed, b: &Analyzed, v: &VerifyConfig) -> Vec<RuleCheck> {
                 )
             } else {
                 format!(
-                    "edit similarity {edit_sim:.3} ({lev} edits over {} chars) {} {}",
+                    "edit similarity {edit_sim:.3} ({} over {} chars) {} {}",
+                    count(lev, "edit", "edits"),
                     long.len(),
                     ge(edit),
                     v.edit_similarity
@@ -440,9 +443,9 @@ pub fn render(e: &Explanation) -> String {
         e.sim_k, e.similarity, e.sim_threshold
     );
     o += &format!(
-        "edit similarity: {:.3} ({} edits)  containment: {}\n",
+        "edit similarity: {:.3} ({})  containment: {}\n",
         e.edit_similarity,
-        e.levenshtein,
+        count(e.levenshtein, "edit", "edits"),
         if e.contained { "yes" } else { "no" }
     );
     for r in &e.rules {
@@ -499,29 +502,9 @@ pub fn sources_label(s: Sources) -> String {
     }
 }
 
-/// Reads a text argument: `-` is stdin, `@PATH` is the file at PATH when one exists (a Weibo text
-/// starting with an @mention stays literal), anything else is the text itself.
-pub fn read_text_arg(arg: &str) -> Result<String, String> {
-    let trim = |s: String| {
-        s.strip_suffix('\n')
-            .map(|t| t.trim_end_matches('\r').to_string())
-            .unwrap_or(s)
-    };
-    if arg == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| format!("cannot read stdin: {e}"))?;
-        return Ok(trim(s));
-    }
-    if let Some(path) = arg
-        .strip_prefix('@')
-        .filter(|p| std::path::Path::new(p).is_file())
-    {
-        return std::fs::read_to_string(path)
-            .map(trim)
-            .map_err(|e| format!("cannot read {path}: {e}"));
-    }
-    Ok(arg.to_string())
+/// `n` and the noun, singular for 1: "1 edit", "2 edits".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[cfg(test)]
