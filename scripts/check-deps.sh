@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Checks the module layering of src/: prints the graph of top-level modules (which module's files
 # name `crate::<other>`), then fails (exit 1) if a file outside src/app references `crate::app`,
-# if the top-level modules form a cycle, or if a module imports one above it in LAYERS.
+# if the top-level modules form a cycle, if a module imports one above it in LAYERS, if a
+# command module (src/app/cmd/*) imports another command, or if src/app/common.rs imports one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec python3 - "$@" <<'PY'
@@ -48,6 +49,23 @@ for root, _, files in os.walk("src"):
             if other == "app":
                 violations.append(f"{path}: references crate::app (only src/app may)")
 
+# Inside app: each command (src/app/cmd/<name>) imports no other command, and the shared
+# module (src/app/common.rs) imports no command and not the CLI.
+CMD_REF = re.compile(r"\bcrate::app::cmd::(\w+)")
+for root, _, files in os.walk("src/app"):
+    for f in sorted(files):
+        if not f.endswith(".rs"):
+            continue
+        path = os.path.join(root, f)
+        text = strip_comments(open(path, encoding="utf-8").read())
+        rel = os.path.relpath(path, "src/app").split(os.sep)
+        if rel == ["common.rs"] and re.search(r"\bcrate::app::(cmd|cli)\b", text):
+            violations.append(f"{path}: app::common imports a command or the CLI")
+        if rel[0] == "cmd" and len(rel) > 1:
+            own = rel[1][:-3] if rel[1].endswith(".rs") else rel[1]
+            for other in set(CMD_REF.findall(text)) - {own}:
+                violations.append(f"{path}: command {own} imports command {other}")
+
 mods = sorted(set(edges) | {m for d in edges.values() for m in d}, key=lambda m: RANK.get(m, -1))
 print("module graph (module -> modules it imports):")
 for m in mods:
@@ -87,5 +105,6 @@ if violations:
     for v in sorted(set(violations)):
         print("  " + v)
     sys.exit(1)
-print("\nok: no file outside src/app references crate::app; no cycle between top-level modules")
+print("\nok: no file outside src/app references crate::app; no cycle between top-level modules;")
+print("    no command imports another; app::common imports no command")
 PY

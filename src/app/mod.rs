@@ -10,3 +10,4 @@ pub mod generate;
 pub mod layers;
 pub mod metrics;
 pub mod telemetry;
+pub mod view;

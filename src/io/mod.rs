@@ -5,3 +5,4 @@ pub mod file;
 pub mod kafka;
 pub mod process;
 pub mod records;
+pub mod steps;

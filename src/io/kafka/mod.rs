@@ -8,6 +8,8 @@
 pub mod acks;
 pub mod client;
 pub mod dedup;
+mod gate;
+mod merge;
 pub mod outbox;
 pub mod replay;
 pub mod route;

@@ -21,12 +21,10 @@ use super::wire::{encode_routed, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
 use crate::io::config::StageConfig;
 use crate::metrics::{self, Stage};
-use crate::engine::{Analyzed, Analyzer};
-use crate::input::Decoder;
-use crate::clock::now_secs;
-use crate::io::process::future_time;
+use super::merge::{earliest, merge_time};
+use crate::engine::Analyzed;
 use crate::io::records::rejected_record;
-use crate::routing::Router;
+use crate::io::steps::{Admission, PostRouter};
 use crate::text::tokenize::Tokenizer;
 
 /// Counters of a route worker.
@@ -93,18 +91,16 @@ pub fn run(
             .create_with_context(RebalanceLog::new(&k.input_topic))?;
     consumer.subscribe(&[&k.input_topic])?;
     let (producer, deliveries) = client::producer(k)?;
-    let mut r = PostRouter {
-        router: Router::new(k.routed_partitions, cfg.routing.clone()),
-        analyzer: Analyzer::new(tokenizer),
+    let mut r = Encoder {
+        router: PostRouter::new(tokenizer, k.routed_partitions, &cfg.routing),
         a: Analyzed::default(),
         rec: Vec::with_capacity(1024),
     };
-    let decoder = Decoder::new(&cfg.input);
+    let admission = Admission::new(cfg);
     let mut acks = Acks::default();
     let mut stored: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut stats = RouteStats::default();
     let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
-    let (now, max_future) = (now_secs(), cfg.max_future_secs());
     let mut last_time = i64::MIN;
     let mut progressed = true;
     let mut assigned = false;
@@ -124,7 +120,7 @@ pub fn run(
             Duration::from_millis(50)
         };
         let mut wait = wait;
-        for _ in 0..4096 {
+        for _ in 0..POLL_BATCH {
             let polled = consumer.poll(wait);
             // Apply rebalances before the record that followed them.
             for ev in consumer.context().drain() {
@@ -162,19 +158,10 @@ pub fn run(
             };
             let line = msg.payload().unwrap_or_default().to_vec();
             let t = metrics::global().timer();
-            let post = decoder.decode(&line).and_then(|post| {
-                match future_time(post.created_at, now, max_future) {
-                    Some(r) => Err(r),
-                    None => Ok(post),
-                }
-            });
+            let post = admission.admit(&line).map_err(|r| r.rejection);
             metrics::global().observe_since(Stage::Decode, t);
             // Records without a usable time go out in arrival order.
-            let time = post
-                .as_ref()
-                .ok()
-                .and_then(|p| p.created_at)
-                .map_or(last_time, |t| t.0);
+            let time = merge_time(post.as_ref().ok().and_then(|p| p.created_at), last_time);
             // A record of a partition revoked in the same poll belongs to its next owner.
             let Some(part) = parts.get_mut(&(msg.partition() as u32)) else {
                 continue;
@@ -201,11 +188,10 @@ pub fn run(
             .all(|p| !p.buf.is_empty() || p.caught_up(idle))
         {
             progressed = true;
-            let Some((&p, _)) = parts
+            let heads = parts
                 .iter()
-                .filter(|(_, x)| !x.buf.is_empty())
-                .min_by_key(|(p, x)| (x.buf.front().map(|h| h.time), **p))
-            else {
+                .filter_map(|(p, x)| x.buf.front().map(|h| (*p, h.time)));
+            let Some(p) = earliest(heads) else {
                 break;
             };
             let Some(rec) = parts.get_mut(&p).and_then(|x| x.buf.pop_front()) else {
@@ -263,6 +249,9 @@ pub fn run(
     Ok(stats)
 }
 
+/// Raw records taken per poll round before the merge runs and envelopes go out.
+const POLL_BATCH: usize = 4096;
+
 /// Bytes of a routed envelope, at most (before the post that crosses it is sent).
 const ENVELOPE_MAX_BYTES: usize = 64 * 1024;
 
@@ -302,24 +291,17 @@ impl Outgoing {
     }
 }
 
-/// Analysis and routing of one post into `rec`.
-struct PostRouter<'t> {
-    router: Router,
-    analyzer: Analyzer<'t>,
+/// Analysis and routing of one post, encoded into `rec`.
+struct Encoder<'t> {
+    router: PostRouter<'t>,
     a: Analyzed,
     rec: Vec<u8>,
 }
 
-impl PostRouter<'_> {
+impl Encoder<'_> {
     /// Analyzes and encodes `post`; returns its routed partition.
     fn encode(&mut self, post: &crate::input::Decoded, line: &[u8]) -> i32 {
-        self.analyzer.analyze(&post.text, &mut self.a);
-        let weight: f32 = self.a.tokens.iter().map(|t| t.weight).sum();
-        let partition = self
-            .a
-            .simhash
-            .as_ref()
-            .map_or(0, |sh| self.router.route(sh, weight).primary);
+        let partition = self.router.analyze(&post.text, &mut self.a);
         self.rec = encode_routed(&post.id, post.created_at, &self.a, line);
         partition as i32
     }
