@@ -7,4 +7,4 @@ pub mod file;
 pub mod kafka;
 pub mod process;
 pub mod records;
-pub mod steps;
+pub(crate) mod steps;
