@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
+scripts/check-deps.sh
 cargo test --release --locked "$@"
 
 bash scripts/broker.sh install

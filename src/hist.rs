@@ -1,5 +1,5 @@
 //! Fixed-bucket histograms as plain counts: no atomics, no locks, no clock. The pure core counts
-//! into them (candidates per query, SimHash bucket sizes); `app::metrics` merges and exposes
+//! into them (candidates per query, SimHash bucket sizes); `metrics` merges and `app::metrics` serves
 //! them. Two scales keep observing cheap on the per-post path: powers of two for counts (one
 //! `leading_zeros`) and a short fixed ladder of durations in nanoseconds.
 

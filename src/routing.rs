@@ -64,7 +64,22 @@ impl Router {
         self.partitions
     }
 
-    /// Routes one post. `total_weight` is the sum of its token weights.
+    /// The partition that decides a post: the one its dominant fingerprint bits name. (The
+    /// Kafka stages use only this; `route` adds the replicas `eval --partitions` models.)
+    pub fn primary(&self, sh: &SimHash) -> u32 {
+        self.key(sh) % self.partitions
+    }
+
+    /// The routing key: the fingerprint's top `bits` bits (0 with one partition).
+    fn key(&self, sh: &SimHash) -> u32 {
+        if self.bits == 0 {
+            return 0;
+        }
+        (sh.fingerprint.0 >> (64 - self.bits)) as u32
+    }
+
+    /// Routes one post, with the replicas of a post near a partition boundary. `total_weight`
+    /// is the sum of its token weights.
     pub fn route(&self, sh: &SimHash, total_weight: f32) -> Route {
         if self.bits == 0 {
             return Route {
@@ -72,8 +87,7 @@ impl Router {
                 replicas: Vec::new(),
             };
         }
-        let fp = sh.fingerprint.0;
-        let key = (fp >> (64 - self.bits)) as u32;
+        let key = self.key(sh);
         let primary = key % self.partitions;
         let limit = self.cfg.replicate_below * total_weight;
         let mut weak = Vec::new();
@@ -170,6 +184,7 @@ mod tests {
             let a = r.route(&sh(fp, strength), 4.0);
             let b = r.route(&sh(fp, strength), 4.0);
             prop_assert!(a.primary < p);
+            prop_assert_eq!(r.primary(&sh(fp, strength)), a.primary);
             prop_assert!(a.replicas.iter().all(|x| *x < p && *x != a.primary));
             prop_assert_eq!(a, b);
         }

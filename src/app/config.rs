@@ -1,6 +1,8 @@
 //! Configuration: the sections and their compiled defaults. The layers over them (TOML files,
 //! `SIMDEDUP_<SECTION>__<KEY>` variables) are assembled in `app::layers`, command-line flags by
-//! the CLI. Unknown keys are errors that name the key and the file or variable.
+//! the CLI. Unknown keys are errors that name the key and the file or variable. Sections owned
+//! by a lower layer are defined there (`[output]` in `io::config`, `[state]` in `state`,
+//! `[kafka]` in `io::kafka`, the core's in their modules); this file assembles them.
 
 use std::path::PathBuf;
 
@@ -9,8 +11,10 @@ use serde::{Deserialize, Serialize};
 use crate::engine::{EmptyPolicy, EngineConfig};
 use crate::index::IndexConfig;
 use crate::input::InputConfig;
+use crate::io::config::{OutputConfig, StageConfig};
 use crate::io::kafka::KafkaConfig;
 use crate::routing::RoutingConfig;
+use crate::state::StateConfig;
 use crate::text::tokenize::Weighting;
 use crate::verify::VerifyConfig;
 use crate::window::WindowConfig;
@@ -82,48 +86,6 @@ impl Default for TextConfig {
     }
 }
 
-/// The `[state]` section.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct StateConfig {
-    /// A checkpoint (outputs flushed, index changes and input position persisted) is taken after
-    /// this many input records...
-    pub checkpoint_every_records: u64,
-    /// ...or after this many milliseconds, whichever comes first.
-    pub checkpoint_interval_ms: u64,
-    /// sled page cache size in bytes.
-    pub cache_capacity_bytes: u64,
-}
-
-impl Default for StateConfig {
-    fn default() -> Self {
-        StateConfig {
-            checkpoint_every_records: 50_000,
-            checkpoint_interval_ms: 1_000,
-            cache_capacity_bytes: 256 << 20,
-        }
-    }
-}
-
-/// The `[output]` section.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct OutputConfig {
-    /// Add `simhash` (hex) and `tokens` to unique posts, under `enrich_key`.
-    pub enrich: bool,
-    /// Object key of the added fields in a unique post (also used to mark empty posts).
-    pub enrich_key: String,
-}
-
-impl Default for OutputConfig {
-    fn default() -> Self {
-        OutputConfig {
-            enrich: false,
-            enrich_key: "simdedup".to_string(),
-        }
-    }
-}
-
 /// Configuration loading errors.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -169,7 +131,8 @@ pub enum ConfigError {
 
 impl Config {
     /// Parses TOML text over the compiled defaults; the error names the key and line.
-    pub fn from_toml(text: &str) -> Result<Config, String> {
+    #[cfg(test)]
+    pub(crate) fn from_toml(text: &str) -> Result<Config, String> {
         let table = crate::app::layers::parse_text(text)?;
         toml::Value::Table(table)
             .try_into()
@@ -184,6 +147,17 @@ impl Config {
             window: self.window.clone(),
             empty_posts: self.text.empty_posts,
             order_tick_secs: self.kafka.order_tick_secs,
+        }
+    }
+
+    /// The sections the io stages read.
+    pub fn stages(&self) -> StageConfig {
+        StageConfig {
+            input: self.input.clone(),
+            engine: self.engine(),
+            output: self.output.clone(),
+            state: self.state.clone(),
+            routing: self.routing.clone(),
         }
     }
 

@@ -8,10 +8,9 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::app::config::Config;
-use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
-use crate::input::Decoder;
+use crate::engine::{Analyzed, Engine, Position, Verdict};
 use crate::io::process::{Emitted, Processor, Sink};
-use crate::routing::Router;
+use crate::io::steps::{Admission, PostRouter};
 use crate::text::tokenize::Tokenizer;
 
 #[derive(Deserialize)]
@@ -106,13 +105,12 @@ pub fn evaluate_partitioned(
     partitions: u32,
 ) -> Result<(Report, f64), EvalError> {
     let truth_rows = read_truth(truth)?;
-    let router = Router::new(partitions, cfg.routing.clone());
+    let mut router = PostRouter::new(tokenizer, partitions, &cfg.routing);
     let mut engines = Vec::new();
     for _ in 0..router.partitions() {
         engines.push(Engine::new(&cfg.engine()).map_err(|e| EvalError::Config(e.to_string()))?);
     }
-    let decoder = Decoder::new(&cfg.input);
-    let mut analyzer = Analyzer::new(tokenizer);
+    let admission = Admission::new(&cfg.stages());
     let mut a = Analyzed::default();
     let io = |source| EvalError::Io {
         path: posts.display().to_string(),
@@ -127,14 +125,11 @@ pub fn evaluate_partitioned(
     for line in reader.split(b'\n') {
         let line = line.map_err(io)?;
         n += 1;
-        let Ok(post) = decoder.decode(&line) else {
+        let Ok(post) = admission.admit(&line) else {
             continue;
         };
-        analyzer.analyze(&post.text, &mut a);
-        let weight: f32 = a.tokens.iter().map(|t| t.weight).sum();
-        let route = a.simhash.as_ref().map(|sh| router.route(sh, weight));
-        let (primary, replicas) =
-            route.map_or((0, Vec::new()), |r| (r.primary as usize, r.replicas));
+        let route = router.analyze_with_replicas(&post.text, &mut a);
+        let (primary, replicas) = (route.primary as usize, route.replicas);
         let at = Position {
             partition: primary as u32,
             seq: n,
@@ -181,7 +176,7 @@ pub fn evaluate(
 ) -> Result<Report, EvalError> {
     let truth_rows = read_truth(truth)?;
     let engine = Engine::new(&cfg.engine()).map_err(|e| EvalError::Config(e.to_string()))?;
-    let mut proc = Processor::new(cfg, tokenizer, engine);
+    let mut proc = Processor::new(&cfg.stages(), tokenizer, engine);
     let io = |source| EvalError::Io {
         path: posts.display().to_string(),
         source,

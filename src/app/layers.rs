@@ -463,7 +463,7 @@ mod tests {
         else {
             panic!("not a run command")
         };
-        let c = crate::app::cli::run_config(
+        let c = crate::app::cmd::run::run_config(
             &run,
             env(&[
                 ("SIMDEDUP_KAFKA__INPUT_TOPIC", "env"),

@@ -1,11 +1,13 @@
-//! The application edge: command line, configuration, telemetry, metrics and evaluation.
+//! The application edge: command line, configuration, telemetry, the metrics endpoint,
+//! evaluation and the load generator.
 
 pub mod cli;
+pub mod cmd;
+pub mod common;
 pub mod config;
 pub mod eval;
-pub mod explain;
 pub mod generate;
-pub mod inspect;
 pub mod layers;
 pub mod metrics;
 pub mod telemetry;
+pub mod view;

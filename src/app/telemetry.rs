@@ -1,6 +1,15 @@
 //! Logging set-up: `tracing` to stderr, as text or JSON.
 
-use crate::app::cli::LogFormat;
+use clap::ValueEnum;
+
+/// Log formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
 
 /// Installs the global subscriber. Invalid filters fall back to `info`.
 pub fn init(format: LogFormat, filter: &str) {

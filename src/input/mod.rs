@@ -21,7 +21,9 @@ use crate::types::{EventTime, PostId, RejectReason, Rejection};
 
 use extract::{empty_slots, PathSet, Scalar, Slots};
 use preset::{Labels, Plan};
-pub use time::{parse_time, MILLIS_THRESHOLD};
+#[cfg(test)]
+pub(crate) use time::parse_time;
+pub use time::MILLIS_THRESHOLD;
 
 /// Field preset: where the id, text, time and user are found in each record.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]

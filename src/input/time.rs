@@ -11,6 +11,7 @@
 //! every [`EventTime`] can later be formatted.
 
 use chrono::{DateTime, NaiveDate, Utc};
+#[cfg(test)]
 use serde_json::Value;
 
 use crate::types::EventTime;
@@ -36,8 +37,11 @@ const MONTHS: [&str; 12] = [
 /// Parses a JSON time value (number or string, see the module docs) into unix seconds.
 ///
 /// `null`, booleans, arrays and objects are errors; callers that treat `null` as "no time" must
-/// check for it first. The error is a short lowercase detail suitable for a rejection.
-pub fn parse_time(v: &Value) -> Result<EventTime, String> {
+/// check for it first. The error is a short lowercase detail suitable for a rejection. The
+/// decoder reads times without building a `Value` (see `super`); this is the reference the
+/// tests compare it with.
+#[cfg(test)]
+pub(crate) fn parse_time(v: &Value) -> Result<EventTime, String> {
     match v {
         Value::Number(n) => {
             if let Some(i) = n.as_i64() {

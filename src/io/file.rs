@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::app::config::Config;
-use crate::app::metrics;
+use crate::io::config::StageConfig;
+use crate::metrics;
 use crate::engine::Engine;
 use crate::io::process::{Emitted, Processor, Sink};
 use crate::state::{Checkpoint, OutputMark, RunRecord, StateError, Store};
@@ -34,6 +34,8 @@ pub struct FileJob {
     pub progress: bool,
     /// Start a new run even if the state holds an interrupted run of the same input.
     pub no_resume: bool,
+    /// The analysis settings' identifier, stored in the state dir (see `Store::open`).
+    pub analysis_id: String,
 }
 
 /// Errors of a file run.
@@ -267,7 +269,7 @@ fn progress_bar(enabled: bool, len: Option<u64>) -> Option<indicatif::ProgressBa
 /// with `completed: false`).
 pub fn run(
     job: &FileJob,
-    cfg: &Config,
+    cfg: &StageConfig,
     tokenizer: &Tokenizer,
     stop: &AtomicBool,
 ) -> Result<Summary, PipelineError> {
@@ -275,12 +277,9 @@ pub fn run(
     let health = |state| metrics::global().set_health("engine", state);
     health(Err("loading state".into()));
     let mut engine =
-        Engine::new(&cfg.engine()).map_err(|e| PipelineError::Config(e.to_string()))?;
-    let analysis = cfg
-        .analysis_id()
-        .map_err(|e| PipelineError::Config(e.to_string()))?;
+        Engine::new(&cfg.engine).map_err(|e| PipelineError::Config(e.to_string()))?;
     let store = match &job.state_dir {
-        Some(dir) => Some(Store::open(dir, &analysis, cfg.state.cache_capacity_bytes)?),
+        Some(dir) => Some(Store::open(dir, &job.analysis_id, cfg.state.cache_capacity_bytes)?),
         None => None,
     };
     let cp = match &store {

@@ -1,14 +1,15 @@
-//! One input record to one output record: decode, analyze, decide, format. Shared by the file
-//! pipeline, `eval` and the Kafka workers, so every front end gives the same verdicts.
+//! One input record to one output record: admit, analyze, decide, format, in one process (the
+//! file pipeline and `eval`). The Kafka stages split the same steps (`io::steps`) between route
+//! and dedup, so every front end gives the same verdicts.
 
 use std::time::Instant;
 
-use crate::app::config::Config;
-use crate::app::metrics::{self, Stage};
+use crate::io::config::{OutputConfig, StageConfig};
+use crate::metrics::{self, Stage};
 use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
 use crate::hist::{Hist, Scale};
-use crate::input::Decoder;
 use crate::io::records::{self, Decided};
+use crate::io::steps::Admission;
 use crate::text::tokenize::Tokenizer;
 use crate::types::{PostId, RejectReason, Rejection};
 use crate::verify::Method;
@@ -50,13 +51,11 @@ impl Default for Emitted {
 
 /// Decoder, analyzer and engine together.
 pub struct Processor<'t> {
-    decoder: Decoder,
+    admission: Admission,
     analyzer: Analyzer<'t>,
     engine: Engine,
     analyzed: Analyzed,
-    output: crate::app::config::OutputConfig,
-    max_future_secs: i64,
-    now: i64,
+    output: OutputConfig,
     clock: Option<StageClock>,
 }
 
@@ -77,16 +76,13 @@ impl StageClock {
 
 impl<'t> Processor<'t> {
     /// A processor over an engine (fresh or restored).
-    pub fn new(cfg: &Config, tokenizer: &'t Tokenizer, engine: Engine) -> Self {
-        let now = now_secs();
+    pub fn new(cfg: &StageConfig, tokenizer: &'t Tokenizer, engine: Engine) -> Self {
         Processor {
-            decoder: Decoder::new(&cfg.input),
+            admission: Admission::new(cfg),
             analyzer: Analyzer::new(tokenizer),
             engine,
             analyzed: Analyzed::default(),
             output: cfg.output.clone(),
-            max_future_secs: cfg.window.max_future_secs,
-            now,
             clock: metrics::global().enabled().then(|| StageClock {
                 hists: [Hist::new(Scale::Nanos); Stage::ALL.len()],
                 mark: Instant::now(),
@@ -141,16 +137,16 @@ impl<'t> Processor<'t> {
         if let Some(c) = &mut self.clock {
             c.mark = Instant::now();
         }
-        let post = self.decoder.decode(line);
+        let post = self.admission.admit(line);
         self.lap(Stage::Decode);
         let post = match post {
             Ok(p) => p,
-            Err(r) => return self.reject(out, r, line_no, line),
+            Err(r) => {
+                out.id = r.id;
+                return self.reject(out, r.rejection, line_no, line);
+            }
         };
         out.id = Some(post.id.clone());
-        if let Some(r) = future_time(post.created_at, self.now, self.max_future_secs) {
-            return self.reject(out, r, line_no, line);
-        }
         self.analyzer.analyze(&post.text, &mut self.analyzed);
         self.lap(Stage::Analyze);
         let at = Position { partition: 0, seq };
@@ -183,26 +179,4 @@ impl<'t> Processor<'t> {
         out.reason = Some(r.reason);
         records::rejected_record(&mut out.record, &r, out.id.as_ref(), line_no, line);
     }
-}
-
-/// Unix seconds now (0 if the clock is before 1970).
-pub fn now_secs() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs() as i64)
-}
-
-/// The `future_time` rejection of a post dated more than `max_future_secs` after `now`.
-pub fn future_time(
-    t: Option<crate::types::EventTime>,
-    now: i64,
-    max_future_secs: i64,
-) -> Option<Rejection> {
-    let t = t?;
-    (max_future_secs > 0 && t.0 > now + max_future_secs).then(|| {
-        Rejection::new(
-            RejectReason::FutureTime,
-            format!("created_at {} is ahead of the clock", t.0),
-        )
-    })
 }

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use crate::app::config::OutputConfig;
+use crate::io::config::OutputConfig;
 use crate::engine::{Analyzed, Duplicate, Verdict};
 use crate::types::{EventTime, PostId, Rejection};
 

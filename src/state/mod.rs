@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+mod config;
+
+pub use config::StateConfig;
+
 use crate::index::entry::DecodeError;
 use crate::index::Entry;
 

@@ -66,7 +66,8 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     let cfg = Config {
         kafka: k.clone(),
         ..Config::default()
-    };
+    }
+    .stages();
     let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
     let stop = AtomicBool::new(false);
     let routing = AtomicBool::new(false);

@@ -15,7 +15,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
 use super::{KafkaConfig, KafkaError};
-use crate::app::metrics;
+use crate::metrics;
 
 /// Consumer keys the delivery semantics depend on: (key, pinned value).
 const PINNED_CONSUMER: &[(&str, &str)] = &[

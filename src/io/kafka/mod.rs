@@ -8,6 +8,9 @@
 pub mod acks;
 pub mod client;
 pub mod dedup;
+mod gate;
+mod merge;
+pub mod outbox;
 pub mod replay;
 pub mod route;
 pub mod tools;

@@ -18,18 +18,21 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::acks::Acks;
 use super::client::{self, QuietContext, Tag};
-use super::route::{send, settle, Out};
+use super::gate::next_in_order;
+use super::merge::{earliest, merge_time};
+use super::outbox::{send, settle, Out};
 use super::{KafkaConfig, KafkaError};
-use crate::app::config::Config;
-use crate::app::metrics::{self, Stage};
-use crate::engine::{Analyzed, Analyzer, Engine, Position};
-use crate::index::OrderKey;
-use crate::input::{Decoded, Decoder};
-use crate::io::process::{future_time, now_secs};
+use crate::io::config::StageConfig;
+use crate::metrics::{self, Stage};
+use crate::engine::{Analyzed, Engine, Position};
+use crate::input::Decoded;
 use crate::io::records::{self, Decided, Sink};
-use crate::routing::Router;
+use crate::io::steps::{Admission, PostRouter};
 use crate::text::tokenize::Tokenizer;
 use crate::types::Rejection;
+
+/// The engine figures are published to the metrics registry after every this many records.
+const PUBLISH_EVERY: u64 = 4096;
 
 /// Which part of the raw topic to replay. Times are event-time bounds on `created_at` (unix
 /// seconds, inclusive) used to find start offsets (`offsets_for_times`, i.e. broker timestamps)
@@ -59,8 +62,8 @@ pub struct ReplayStats {
     pub rejected: u64,
 }
 
+/// A raw record of the range, admitted (or rejected) and timed for the merge.
 struct Raw {
-    partition: u32,
     offset: i64,
     time: i64,
     post: Result<Decoded, Rejection>,
@@ -70,7 +73,7 @@ struct Raw {
 /// Replays `range` of `k.input_topic` into `k`'s output topics.
 pub fn run(
     k: &KafkaConfig,
-    cfg: &Config,
+    cfg: &StageConfig,
     tokenizer: &Tokenizer,
     range: &ReplayRange,
 ) -> Result<ReplayStats, KafkaError> {
@@ -78,8 +81,7 @@ pub fn run(
     let raw = read_range(k, cfg, range)?;
     metrics::global().set_health("replay", Ok(()));
     let merged = merge_by_time(raw);
-    let router = Router::new(k.routed_partitions, cfg.routing.clone());
-    let mut analyzer = Analyzer::new(tokenizer);
+    let mut router = PostRouter::new(tokenizer, k.routed_partitions, &cfg.routing);
     let mut queues: Vec<VecDeque<(u64, Raw, Analyzed)>> =
         (0..router.partitions()).map(|_| VecDeque::new()).collect();
     let mut rejected = Vec::new();
@@ -89,14 +91,8 @@ pub fn run(
             Ok(post) => {
                 let mut a = Analyzed::default();
                 let t = metrics::global().timer();
-                analyzer.analyze(&post.text, &mut a);
+                let p = router.analyze(&post.text, &mut a) as usize;
                 metrics::global().observe_since(Stage::Analyze, t);
-                let weight: f32 = a.tokens.iter().map(|t| t.weight).sum();
-                let p = a
-                    .simhash
-                    .as_ref()
-                    .map_or(0, |sh| router.route(sh, weight).primary)
-                    as usize;
                 let seq = queues[p].len() as u64;
                 queues[p].push_back((seq, r, a));
             }
@@ -132,8 +128,16 @@ pub fn run(
             emit(&k.rejected_topic, &[], &rec, &mut acks)?;
         }
     }
-    let mut engine = Engine::new(&cfg.engine()).map_err(|e| KafkaError::Config(e.to_string()))?;
-    while let Some(p) = next_partition(&engine, &queues) {
+    let mut engine = Engine::new(&cfg.engine).map_err(|e| KafkaError::Config(e.to_string()))?;
+    loop {
+        let heads = queues.iter().enumerate().filter_map(|(p, q)| {
+            let (seq, r, _) = q.front()?;
+            Some((p as u32, *seq, r.post.as_ref().ok().and_then(|x| x.created_at)))
+        });
+        let Some((p, _)) = next_in_order(&engine, heads) else {
+            break;
+        };
+        let p = p as usize;
         let Some((seq, r, a)) = queues[p].pop_front() else {
             break;
         };
@@ -147,7 +151,7 @@ pub fn run(
         let v = engine.decide(at, &post.id, post.created_at, &a);
         metrics::global().observe_since(Stage::Decide, t);
         metrics::global().verdict(&v);
-        if (stats.unique + stats.duplicates + stats.rejected).is_multiple_of(4096) {
+        if (stats.unique + stats.duplicates + stats.rejected).is_multiple_of(PUBLISH_EVERY) {
             metrics::global().publish_engine(&engine);
         }
         let decided = Decided {
@@ -177,37 +181,17 @@ pub fn run(
     Ok(stats)
 }
 
-/// The routed partition whose head comes first in the global order (mirrors `Engine::decide`).
-fn next_partition(engine: &Engine, queues: &[VecDeque<(u64, Raw, Analyzed)>]) -> Option<usize> {
-    let key = |p: usize| -> Option<OrderKey> {
-        let (seq, r, _) = queues[p].front()?;
-        let time = r.post.as_ref().ok().and_then(|x| x.created_at);
-        Some(engine.order_key(
-            Position {
-                partition: p as u32,
-                seq: *seq,
-            },
-            time,
-        ))
-    };
-    (0..queues.len())
-        .filter_map(|p| key(p).map(|k| (k, p)))
-        .min()
-        .map(|(_, p)| p)
-}
-
 /// Merges the raw partitions by event time, as the route stage does (records without a time
 /// follow the latest time seen).
 fn merge_by_time(mut parts: Vec<VecDeque<Raw>>) -> Vec<Raw> {
     let mut out = Vec::new();
     loop {
-        let best = parts
+        let heads = parts
             .iter()
             .enumerate()
-            .filter_map(|(i, q)| q.front().map(|r| ((r.time, r.partition), i)))
-            .min();
-        let Some((_, i)) = best else { return out };
-        if let Some(r) = parts[i].pop_front() {
+            .filter_map(|(i, q)| q.front().map(|r| (i as u32, r.time)));
+        let Some(i) = earliest(heads) else { return out };
+        if let Some(r) = parts[i as usize].pop_front() {
             out.push(r);
         }
     }
@@ -216,7 +200,7 @@ fn merge_by_time(mut parts: Vec<VecDeque<Raw>>) -> Vec<Raw> {
 /// Reads the range from every partition up to the end offsets seen at start.
 fn read_range(
     k: &KafkaConfig,
-    cfg: &Config,
+    cfg: &StageConfig,
     range: &ReplayRange,
 ) -> Result<Vec<VecDeque<Raw>>, KafkaError> {
     let consumer: BaseConsumer<QuietContext> =
@@ -259,8 +243,7 @@ fn read_range(
         }
     }
     consumer.assign(&tpl)?;
-    let decoder = Decoder::new(&cfg.input);
-    let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
+    let admission = Admission::new(cfg);
     let mut out: Vec<VecDeque<Raw>> = (0..parts).map(|_| VecDeque::new()).collect();
     let mut done = vec![false; parts as usize];
     let mut last_time = i64::MIN;
@@ -283,22 +266,15 @@ fn read_range(
         }
         let line = m.payload().unwrap_or_default().to_vec();
         let t = metrics::global().timer();
-        let post = decoder
-            .decode(&line)
-            .and_then(|d| future_time(d.created_at, now, max_future).map_or(Ok(d), Err));
+        let post = admission.admit(&line).map_err(|r| r.rejection);
         metrics::global().observe_since(Stage::Decode, t);
-        let time = post
-            .as_ref()
-            .ok()
-            .and_then(|d| d.created_at)
-            .map_or(last_time, |t| t.0);
+        let time = merge_time(post.as_ref().ok().and_then(|d| d.created_at), last_time);
         if range.from_time.is_some_and(|f| time < f) || range.to_time.is_some_and(|t| time > t) {
             continue;
         }
         last_time = last_time.max(time);
         metrics::global().post_in();
         out[p].push_back(Raw {
-            partition: p as u32,
             offset: o,
             time,
             post,

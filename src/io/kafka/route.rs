@@ -10,21 +10,21 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::Message;
 
 use super::acks::Acks;
+use super::outbox::{commit, send, settle, store_offsets, Out};
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
 use super::wire::{encode_routed, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
-use crate::app::config::Config;
-use crate::app::metrics::{self, Stage};
-use crate::engine::{Analyzed, Analyzer};
-use crate::input::Decoder;
-use crate::io::process::{future_time, now_secs};
+use crate::io::config::StageConfig;
+use crate::metrics::{self, Stage};
+use super::merge::{earliest, merge_time};
+use crate::engine::Analyzed;
 use crate::io::records::rejected_record;
-use crate::routing::Router;
+use crate::io::steps::{Admission, PostRouter};
 use crate::text::tokenize::Tokenizer;
 
 /// Counters of a route worker.
@@ -81,7 +81,7 @@ impl RawPartition {
 /// owned raw partition had a record or was caught up.
 pub fn run(
     k: &KafkaConfig,
-    cfg: &Config,
+    cfg: &StageConfig,
     tokenizer: &Tokenizer,
     stop: &AtomicBool,
     routing: Option<&AtomicBool>,
@@ -91,18 +91,16 @@ pub fn run(
             .create_with_context(RebalanceLog::new(&k.input_topic))?;
     consumer.subscribe(&[&k.input_topic])?;
     let (producer, deliveries) = client::producer(k)?;
-    let mut r = PostRouter {
-        router: Router::new(k.routed_partitions, cfg.routing.clone()),
-        analyzer: Analyzer::new(tokenizer),
+    let mut r = Encoder {
+        router: PostRouter::new(tokenizer, k.routed_partitions, &cfg.routing),
         a: Analyzed::default(),
         rec: Vec::with_capacity(1024),
     };
-    let decoder = Decoder::new(&cfg.input);
+    let admission = Admission::new(cfg);
     let mut acks = Acks::default();
     let mut stored: std::collections::BTreeMap<u32, u64> = Default::default();
     let mut stats = RouteStats::default();
     let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
-    let (now, max_future) = (now_secs(), cfg.window.max_future_secs);
     let mut last_time = i64::MIN;
     let mut progressed = true;
     let mut assigned = false;
@@ -122,7 +120,7 @@ pub fn run(
             Duration::from_millis(50)
         };
         let mut wait = wait;
-        for _ in 0..4096 {
+        for _ in 0..POLL_BATCH {
             let polled = consumer.poll(wait);
             // Apply rebalances before the record that followed them.
             for ev in consumer.context().drain() {
@@ -160,19 +158,10 @@ pub fn run(
             };
             let line = msg.payload().unwrap_or_default().to_vec();
             let t = metrics::global().timer();
-            let post = decoder.decode(&line).and_then(|post| {
-                match future_time(post.created_at, now, max_future) {
-                    Some(r) => Err(r),
-                    None => Ok(post),
-                }
-            });
+            let post = admission.admit(&line).map_err(|r| r.rejection);
             metrics::global().observe_since(Stage::Decode, t);
             // Records without a usable time go out in arrival order.
-            let time = post
-                .as_ref()
-                .ok()
-                .and_then(|p| p.created_at)
-                .map_or(last_time, |t| t.0);
+            let time = merge_time(post.as_ref().ok().and_then(|p| p.created_at), last_time);
             // A record of a partition revoked in the same poll belongs to its next owner.
             let Some(part) = parts.get_mut(&(msg.partition() as u32)) else {
                 continue;
@@ -199,11 +188,10 @@ pub fn run(
             .all(|p| !p.buf.is_empty() || p.caught_up(idle))
         {
             progressed = true;
-            let Some((&p, _)) = parts
+            let heads = parts
                 .iter()
-                .filter(|(_, x)| !x.buf.is_empty())
-                .min_by_key(|(p, x)| (x.buf.front().map(|h| h.time), **p))
-            else {
+                .filter_map(|(p, x)| x.buf.front().map(|h| (*p, h.time)));
+            let Some(p) = earliest(heads) else {
                 break;
             };
             let Some(rec) = parts.get_mut(&p).and_then(|x| x.buf.pop_front()) else {
@@ -261,6 +249,9 @@ pub fn run(
     Ok(stats)
 }
 
+/// Raw records taken per poll round before the merge runs and envelopes go out.
+const POLL_BATCH: usize = 4096;
+
 /// Bytes of a routed envelope, at most (before the post that crosses it is sent).
 const ENVELOPE_MAX_BYTES: usize = 64 * 1024;
 
@@ -300,118 +291,20 @@ impl Outgoing {
     }
 }
 
-/// Analysis and routing of one post into `rec`.
-struct PostRouter<'t> {
-    router: Router,
-    analyzer: Analyzer<'t>,
+/// Analysis and routing of one post, encoded into `rec`.
+struct Encoder<'t> {
+    router: PostRouter<'t>,
     a: Analyzed,
     rec: Vec<u8>,
 }
 
-impl PostRouter<'_> {
+impl Encoder<'_> {
     /// Analyzes and encodes `post`; returns its routed partition.
     fn encode(&mut self, post: &crate::input::Decoded, line: &[u8]) -> i32 {
-        self.analyzer.analyze(&post.text, &mut self.a);
-        let weight: f32 = self.a.tokens.iter().map(|t| t.weight).sum();
-        let partition = self
-            .a
-            .simhash
-            .as_ref()
-            .map_or(0, |sh| self.router.route(sh, weight).primary);
+        let partition = self.router.analyze(&post.text, &mut self.a);
         self.rec = encode_routed(&post.id, post.created_at, &self.a, line);
         partition as i32
     }
-}
-
-/// One record to produce.
-pub(crate) struct Out<'a> {
-    pub topic: &'a str,
-    pub partition: Option<i32>,
-    pub key: &'a [u8],
-    pub payload: &'a [u8],
-    pub tag: Tag,
-}
-
-/// Sends one record, settling delivery reports while the local queue is full.
-pub(crate) fn send(
-    producer: &ThreadedProducer<AckContext>,
-    deliveries: &Receiver<Delivery>,
-    acks: &mut Acks,
-    out: Out<'_>,
-) -> Result<(), KafkaError> {
-    let mut r = BaseRecord::with_opaque_to(out.topic, Box::new(out.tag)).payload(out.payload);
-    // An empty key is sent as none: librdkafka hashes an empty key to one fixed partition, but
-    // spreads keyless records over all of them.
-    if !out.key.is_empty() {
-        r = r.key(out.key);
-    }
-    if let Some(p) = out.partition {
-        r = r.partition(p);
-    }
-    loop {
-        match producer.send(r) {
-            Ok(()) => return Ok(()),
-            Err((RdError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
-                r = back;
-                std::thread::sleep(Duration::from_millis(2));
-                settle(deliveries, acks, &mut |_, _| {})?;
-            }
-            Err((e, _)) => return Err(e.into()),
-        }
-    }
-}
-
-/// Applies delivery reports: outputs credit `acks`, markers go to `on_marker`. A failed delivery
-/// is fatal: its offset is never stored, so a restart re-processes it.
-pub(crate) fn settle(
-    deliveries: &Receiver<Delivery>,
-    acks: &mut Acks,
-    on_marker: &mut dyn FnMut(u32, Option<u64>),
-) -> Result<(), KafkaError> {
-    while let Ok(d) = deliveries.try_recv() {
-        if let Err(message) = d.result {
-            return Err(KafkaError::Delivery {
-                topic: d.topic,
-                message,
-            });
-        }
-        match d.tag {
-            Tag::Record { partition, offset } => acks.ack(partition, offset),
-            Tag::Records(inputs) => inputs.into_iter().for_each(|(p, o)| acks.ack(p, o)),
-            Tag::Changelog => {}
-            Tag::Marker {
-                partition,
-                last_offset,
-            } => on_marker(partition, last_offset),
-        }
-    }
-    Ok(())
-}
-
-/// Stores, per assigned partition, the last offset whose outputs (and all earlier ones') are
-/// acknowledged.
-pub(crate) fn store_offsets(
-    consumer: &BaseConsumer<RebalanceLog>,
-    topic: &str,
-    acks: &Acks,
-    stored: &mut std::collections::BTreeMap<u32, u64>,
-) -> Result<(), KafkaError> {
-    let parts: Vec<u32> = consumer
-        .assignment()?
-        .elements()
-        .iter()
-        .map(|e| e.partition() as u32)
-        .collect();
-    for p in parts {
-        if let Some(done) = acks.done_through(p) {
-            if stored.get(&p) != Some(&done) {
-                // librdkafka's offset_store commits `offset + 1`: pass the last processed offset.
-                consumer.store_offset(topic, p as i32, done as i64)?;
-                stored.insert(p, done);
-            }
-        }
-    }
-    Ok(())
 }
 
 /// Stop receiving, wait for outstanding deliveries (bounded), store and commit offsets.
@@ -430,11 +323,5 @@ fn shutdown(
         std::thread::sleep(Duration::from_millis(5));
     }
     store_offsets(consumer, &k.input_topic, acks, stored)?;
-    consumer
-        .commit_consumer_state(rdkafka::consumer::CommitMode::Sync)
-        .or_else(|e| match e {
-            RdError::ConsumerCommit(RDKafkaErrorCode::NoOffset) => Ok(()),
-            other => Err(other),
-        })?;
-    Ok(())
+    commit(consumer)
 }

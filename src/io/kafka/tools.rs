@@ -13,6 +13,9 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use super::client::{self, AckContext, Tag};
 use super::{KafkaConfig, KafkaError};
 
+/// Records `passthrough` copies per poll round before it settles deliveries and stores offsets.
+const PASSTHROUGH_POLL_BATCH: usize = 4096;
+
 /// Produces every line of `input` (`-` for stdin) to `topic` (created with `create` partitions if
 /// given and missing), spread over its partitions by line number; returns the number of records,
 /// all acknowledged.
@@ -159,7 +162,7 @@ pub fn passthrough(
 ) -> Result<u64, KafkaError> {
     use super::acks::Acks;
     use super::client::{RebalanceLog, Tag};
-    use super::route::{send, settle, store_offsets, Out};
+    use super::outbox::{send, settle, store_offsets, Out};
     client::ensure_topics(k, &[(to, k.output_partitions as i32)])?;
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.passthrough", k.group_id))
@@ -174,7 +177,7 @@ pub fn passthrough(
         store_offsets(&consumer, from, &acks, &mut stored)?;
         // Drain what is there (up to a batch) before settling and storing offsets, as the stages do.
         let mut wait = Duration::from_millis(50);
-        for _ in 0..4096 {
+        for _ in 0..PASSTHROUGH_POLL_BATCH {
             let Some(Ok(m)) = consumer.poll(wait) else {
                 break;
             };

@@ -422,7 +422,8 @@ pub fn render(r: &Report) -> String {
     }
     o += "clusters with the most live copies:\n";
     for cl in &r.clusters {
-        o += &format!("  {:>3} copies  {}  {}\n", cl.copies, cl.cluster, cl.text);
+        let noun = if cl.copies == 1 { "copy  " } else { "copies" };
+        o += &format!("  {:>3} {noun}  {}  {}\n", cl.copies, cl.cluster, cl.text);
     }
     o += &format!("  note: {}\n", r.cluster_note);
     o

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{instant, Instant, Opened};
-use crate::app::explain::{render_verdict, sources_label, VerdictView};
+use crate::app::view::{render_verdict, sources_label, VerdictView};
 use crate::engine::{Analyzed, Analyzer, Position};
 use crate::index::{Entry, EntryRef, OrderKey, Query, Sources};
 use crate::text::tokenize::Tokenizer;

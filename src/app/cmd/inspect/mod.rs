@@ -15,11 +15,11 @@ pub use report::{
     histogram, render, report, ClusterView, Counts, Histogram, Hot, Report, WindowView,
 };
 
-use crate::app::cli::{
-    build_tokenizer, load_config, usage, CmdResult, ConfigArgs, EXIT_FAILURE, EXIT_OK, EXIT_USAGE,
+use crate::app::common::{
+    build_tokenizer, load_config, read_text_arg, usage, CmdResult, ConfigArgs, EXIT_FAILURE,
+    EXIT_OK, EXIT_USAGE,
 };
 use crate::app::config::Config;
-use crate::app::explain::read_text_arg;
 use crate::engine::{min_live_generation, Engine};
 use crate::state::{RunRecord, StateError, Store};
 

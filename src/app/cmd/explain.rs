@@ -4,11 +4,13 @@
 
 use serde::Serialize;
 
-use crate::app::cli::{
-    build_tokenizer, load_config, usage, CmdResult, ConfigArgs, EXIT_FAILURE, EXIT_OK,
+use crate::app::common::{
+    build_tokenizer, load_config, read_text_arg, usage, CmdResult, ConfigArgs, EXIT_FAILURE,
+    EXIT_OK,
 };
 use crate::app::config::Config;
-use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
+use crate::engine::{Analyzed, Analyzer, Engine, Position};
+use crate::app::view::{render_verdict, sources_label, VerdictView};
 use crate::index::{OrderKey, Query, Sources};
 use crate::text::normalize::Removed;
 use crate::text::tokenize::Tokenizer;
@@ -80,58 +82,6 @@ pub struct Side {
     /// Fingerprint bits by table block, highest block first (concatenated they are the binary
     /// form of the hex).
     pub blocks: Vec<String>,
-}
-
-/// The engine's verdict, as `inspect` and `explain` print it.
-#[derive(Debug, Serialize)]
-pub struct VerdictView {
-    /// `unique`, `duplicate` or `rejected`.
-    pub kind: &'static str,
-    /// Cluster joined (duplicates).
-    pub cluster: Option<String>,
-    /// Accepting rule (duplicates).
-    pub method: Option<&'static str>,
-    /// Hamming distance to the match (duplicates).
-    pub distance: Option<u32>,
-    /// Zhou's Sim with the match (duplicates).
-    pub similarity: Option<f32>,
-    /// Empty after normalization, late, or the rejection reason.
-    pub note: Option<String>,
-}
-
-impl VerdictView {
-    /// The view of an engine verdict.
-    pub fn of(v: &Verdict) -> VerdictView {
-        let mut view = VerdictView {
-            kind: "unique",
-            cluster: None,
-            method: None,
-            distance: None,
-            similarity: None,
-            note: None,
-        };
-        match v {
-            Verdict::Unique { empty, late } => {
-                if *empty {
-                    view.note = Some("normalizes to nothing; never indexed".into());
-                } else if *late {
-                    view.note = Some("older than the window; not indexed".into());
-                }
-            }
-            Verdict::Duplicate(d) => {
-                view.kind = "duplicate";
-                view.cluster = Some(d.cluster.to_string());
-                view.method = Some(d.matched_by.method.as_str());
-                view.distance = Some(d.matched_by.distance);
-                view.similarity = Some(d.matched_by.similarity);
-            }
-            Verdict::Rejected(r) => {
-                view.kind = "rejected";
-                view.note = Some(format!("{}: {}", r.reason, r.detail));
-            }
-        }
-        view
-    }
 }
 
 /// One verification rule, evaluated on its own.
@@ -332,7 +282,8 @@ fn rule_checks(a: &Analyzed, b: &Analyzed, v: &VerifyConfig) -> Vec<RuleCheck> {
     };
     let max_edits = ((1.0 - v.edit_similarity) * long.len() as f32 + 1e-4).floor() as usize;
     let edit = !short.is_empty() && long.len() >= v.edit_min_chars && lev <= max_edits;
-    let eff = effective_len(short, v);
+    // `+ 0.0` turns a negative zero (no characters) into 0, which prints as "0.0", not "-0.0".
+    let eff = effective_len(short, v) + 0.0;
     let ratio = if long.is_empty() {
         0.0
     } else {
@@ -368,7 +319,8 @@ fn rule_checks(a: &Analyzed, b: &Analyzed, v: &VerifyConfig) -> Vec<RuleCheck> {
                 )
             } else {
                 format!(
-                    "edit similarity {edit_sim:.3} ({lev} edits over {} chars) {} {}",
+                    "edit similarity {edit_sim:.3} ({} over {} chars) {} {}",
+                    count(lev, "edit", "edits"),
                     long.len(),
                     ge(edit),
                     v.edit_similarity
@@ -440,9 +392,9 @@ pub fn render(e: &Explanation) -> String {
         e.sim_k, e.similarity, e.sim_threshold
     );
     o += &format!(
-        "edit similarity: {:.3} ({} edits)  containment: {}\n",
+        "edit similarity: {:.3} ({})  containment: {}\n",
         e.edit_similarity,
-        e.levenshtein,
+        count(e.levenshtein, "edit", "edits"),
         if e.contained { "yes" } else { "no" }
     );
     for r in &e.rules {
@@ -461,67 +413,9 @@ pub fn render(e: &Explanation) -> String {
     o
 }
 
-/// The `verdict: ...` line of `explain` and `inspect query`.
-pub fn render_verdict(v: &VerdictView) -> String {
-    match v.kind {
-        "duplicate" => format!(
-            "verdict: duplicate of {} by {} (distance {}, Sim {:.3})\n",
-            v.cluster.as_deref().unwrap_or("?"),
-            v.method.unwrap_or("?"),
-            v.distance.unwrap_or(0),
-            v.similarity.unwrap_or(0.0)
-        ),
-        k => format!(
-            "verdict: {k}{}\n",
-            v.note
-                .as_ref()
-                .map(|n| format!(" ({n})"))
-                .unwrap_or_default()
-        ),
-    }
-}
-
-/// "exact+simhash+gram" style label of candidate sources.
-pub fn sources_label(s: Sources) -> String {
-    let names: Vec<&str> = [
-        (s.exact, "exact"),
-        (s.simhash, "simhash"),
-        (s.gram, "bigram"),
-    ]
-    .iter()
-    .filter(|(on, _)| *on)
-    .map(|(_, n)| *n)
-    .collect();
-    if names.is_empty() {
-        "-".into()
-    } else {
-        names.join("+")
-    }
-}
-
-/// Reads a text argument: `-` is stdin, `@PATH` is the file at PATH when one exists (a Weibo text
-/// starting with an @mention stays literal), anything else is the text itself.
-pub fn read_text_arg(arg: &str) -> Result<String, String> {
-    let trim = |s: String| {
-        s.strip_suffix('\n')
-            .map(|t| t.trim_end_matches('\r').to_string())
-            .unwrap_or(s)
-    };
-    if arg == "-" {
-        let mut s = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
-            .map_err(|e| format!("cannot read stdin: {e}"))?;
-        return Ok(trim(s));
-    }
-    if let Some(path) = arg
-        .strip_prefix('@')
-        .filter(|p| std::path::Path::new(p).is_file())
-    {
-        return std::fs::read_to_string(path)
-            .map(trim)
-            .map_err(|e| format!("cannot read {path}: {e}"));
-    }
-    Ok(arg.to_string())
+/// `n` and the noun, singular for 1: "1 edit", "2 edits".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 #[cfg(test)]

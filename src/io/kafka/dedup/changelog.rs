@@ -1,0 +1,217 @@
+//! Changelog replication for the dedup worker: applying the changelog (index entries, progress
+//! markers, sync records) to the local index, sending this worker's entries in batches, its
+//! progress markers and sync records, and re-reading the log from its start.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::producer::Producer;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::super::client::{self, Tag};
+use super::super::gate::Bound;
+use super::super::outbox::{send, Out};
+use super::super::wire::{decode_changelog, encode_changelog, ChangelogRecord, Marker};
+use super::super::KafkaError;
+use super::{Clients, Worker};
+use crate::index::OrderKey;
+
+/// Index entries per changelog record, at most.
+pub(super) const CHANGELOG_BATCH: usize = 512;
+
+/// Changelog records applied per call of `read_changelog`, at most (the worker goes back to
+/// deciding in between).
+const CHANGELOG_POLL_BATCH: usize = 10_000;
+
+/// Partition number of sync records on the changelog (no routed partition has it).
+const SYNC_PARTITION: u32 = u32::MAX;
+
+impl Worker<'_> {
+    /// Applies changelog records; returns true when the reader reached the end of the log.
+    pub(super) fn read_changelog(
+        &mut self,
+        reader: &BaseConsumer<client::QuietContext>,
+        first_wait: Duration,
+        until_eof: bool,
+    ) -> bool {
+        let mut wait = first_wait;
+        for _ in 0..CHANGELOG_POLL_BATCH {
+            let Some(m) = reader.poll(wait) else {
+                return false;
+            };
+            wait = Duration::ZERO;
+            let m = match m {
+                Ok(m) => m,
+                Err(RdError::PartitionEOF(_)) => return true,
+                Err(e) => {
+                    tracing::warn!(error = %e, "changelog read error");
+                    return false;
+                }
+            };
+            match decode_changelog(m.payload().unwrap_or_default()) {
+                Ok(ChangelogRecord::Entries(entries)) => {
+                    for (gen, entry) in entries {
+                        self.stats.applied += 1;
+                        self.engine.apply(gen, entry);
+                    }
+                }
+                Ok(ChangelogRecord::Marker(mk)) => self.note_marker(mk),
+                Err(e) => {
+                    tracing::warn!(error = %e, offset = m.offset(), "skipping malformed changelog record")
+                }
+            }
+        }
+        !until_eof
+    }
+
+    /// Applies a progress marker (or ends the wait for this worker's sync record).
+    fn note_marker(&mut self, m: Marker) {
+        if m.partition == SYNC_PARTITION {
+            if self.sync_nonce == Some(m.lower_bound.seq) {
+                self.sync_nonce = None;
+            }
+            return;
+        }
+        self.progress
+            .note(m.partition, m.lower_bound, m.idle, m.last);
+    }
+
+    /// Empties the index and applies the changelog again from its start (the partitions' new
+    /// watermarks decide what is live). Everything this worker decided is delivered first, so
+    /// the log holds it.
+    pub(super) fn rebuild_index(&mut self, c: &Clients, stop: &AtomicBool) -> Result<(), KafkaError> {
+        self.flush_changelog(c)?;
+        c.producer
+            .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
+        self.settle(c)?;
+        self.engine.clear_index();
+        self.read_changelog_from_start(&c.reader, stop, "replicated index rebuilt")
+    }
+
+    /// Points the reader at the changelog's start and applies it to its end (or until `stop`),
+    /// then logs `done` with the entry count and the time it took.
+    pub(super) fn read_changelog_from_start(
+        &mut self,
+        reader: &BaseConsumer<client::QuietContext>,
+        stop: &AtomicBool,
+        done: &str,
+    ) -> Result<(), KafkaError> {
+        let t = Instant::now();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(&self.k.changelog_topic, 0, Offset::Beginning)?;
+        reader.assign(&tpl)?;
+        while !stop.load(Ordering::Relaxed)
+            && !self.read_changelog(reader, Duration::from_millis(200), true)
+        {}
+        tracing::info!(
+            entries = self.engine.index().len(),
+            secs = t.elapsed().as_secs_f64(),
+            "{done}"
+        );
+        Ok(())
+    }
+
+    /// Writes a sync record to the changelog; see `sync_nonce`.
+    pub(super) fn send_sync(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let nonce = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()) << 32;
+        self.sync_nonce = Some(nonce);
+        let m = Marker {
+            partition: SYNC_PARTITION,
+            lower_bound: OrderKey {
+                tau: 0,
+                partition: SYNC_PARTITION,
+                seq: nonce,
+            },
+            idle: true,
+            last: None,
+        };
+        let value = encode_changelog(&ChangelogRecord::Marker(m));
+        let tag = Tag::Marker {
+            partition: SYNC_PARTITION,
+            last_offset: None,
+        };
+        send(
+            &c.producer,
+            &c.deliveries,
+            &mut self.acks,
+            Out {
+                topic: &self.k.changelog_topic,
+                partition: Some(0),
+                key: &[],
+                payload: &value,
+                tag,
+            },
+        )
+    }
+
+    /// Sends the unsent index entries as one changelog record.
+    pub(super) fn flush_changelog(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        if self.unsent.is_empty() {
+            return Ok(());
+        }
+        let value = encode_changelog(&ChangelogRecord::Entries(std::mem::take(&mut self.unsent)));
+        let out = Out {
+            topic: &self.k.changelog_topic,
+            partition: Some(0),
+            key: &[],
+            payload: &value,
+            tag: Tag::Changelog,
+        };
+        send(&c.producer, &c.deliveries, &mut self.acks, out)
+    }
+
+    /// Publishes a progress marker for each owned partition whose bound changed, at most every
+    /// `marker_interval_ms` (immediately when this worker is waiting). Entries go first: a marker
+    /// vouches for every entry before it on the changelog.
+    pub(super) fn publish_markers(&mut self, c: &Clients, waiting: bool) -> Result<(), KafkaError> {
+        self.flush_changelog(c)?;
+        let interval = Duration::from_millis(self.k.marker_interval_ms);
+        let parts: Vec<u32> = self.owned.keys().copied().collect();
+        for p in parts {
+            let bound = self.bound(p);
+            let Some(o) = self.owned.get(&p) else {
+                continue;
+            };
+            let state = (bound, o.last);
+            if o.sent == Some(state)
+                || (!waiting && o.sent_at.elapsed() < interval)
+                || bound == Bound::Unknown
+            {
+                continue;
+            }
+            let (lower_bound, idle) = match bound {
+                Bound::Key(k) => (k, false),
+                _ => (OrderKey::default(), true),
+            };
+            let m = Marker {
+                partition: p,
+                lower_bound,
+                idle,
+                last: o.last,
+            };
+            let value = encode_changelog(&ChangelogRecord::Marker(m));
+            let tag = Tag::Marker {
+                partition: p,
+                last_offset: o.last.map(|(off, _)| off),
+            };
+            let out = Out {
+                topic: &self.k.changelog_topic,
+                partition: Some(0),
+                key: &[],
+                payload: &value,
+                tag,
+            };
+            send(&c.producer, &c.deliveries, &mut self.acks, out)?;
+            if let Some(o) = self.owned.get_mut(&p) {
+                o.sent = Some(state);
+                o.sent_at = Instant::now();
+            }
+        }
+        Ok(())
+    }
+}

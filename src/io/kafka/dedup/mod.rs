@@ -1,0 +1,445 @@
+//! Stage `dedup`: decides the routed posts of the partitions this worker owns, against a
+//! replicated index.
+//!
+//! Every worker applies every index entry, whichever partition decided it, from the changelog
+//! topic. Decisions stay partitioned. A post is compared only with entries whose order key
+//! `(partition watermark, partition, offset and place in the envelope)` is smaller than its own
+//! (across partitions: from an earlier event-time tick, when `kafka.order_tick_secs` is set; see
+//! `OrderKey::sees`). Before deciding a post, the worker waits until every other partition is
+//! known to have decided everything the post can see. It learns this from progress markers on
+//! the changelog, or from local state for the partitions it owns. A verdict therefore depends
+//! only on the routed topic's contents, not on which worker owned which partition, when it ran,
+//! or how often it restarted. One exception: a partition that fell idle (caught up for
+//! `idle_after_ms`) stops holding others back, so records arriving on it later may be decided in
+//! another order than in a replay.
+//!
+//! This module is the worker loop; the ordering decisions are `super::gate` (pure), the
+//! changelog replication is `changelog`, the owned partitions' buffers are `owned`.
+//!
+//! Delivery: an input offset (a routed envelope) is stored only after the outputs of all its
+//! posts are acknowledged and a progress marker covering it is acknowledged on the changelog
+//! (index entries go before the marker, in batches, on the same ordered partition). Replays
+//! re-emit identical verdicts.
+
+mod changelog;
+mod owned;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Receiver;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::producer::{Producer, ThreadedProducer};
+
+use super::acks::Acks;
+use super::client::{self, AckContext, Delivery, RebalanceLog, Tag};
+use super::gate::{self, Bound, Progress};
+use super::outbox::{self, send, settle, Out};
+use super::wire::{routed_seq, RoutedPost};
+use super::{KafkaConfig, KafkaError};
+use changelog::CHANGELOG_BATCH;
+use owned::Owned;
+use crate::io::config::StageConfig;
+use crate::metrics::{self, Stage};
+use crate::engine::{Engine, Position};
+use crate::index::OrderKey;
+use crate::io::records::{self, Decided, Sink};
+use crate::types::{RejectReason, Rejection};
+
+/// Counters of a dedup worker.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DedupStats {
+    /// Routed records decided.
+    pub records: u64,
+    /// Unique posts emitted.
+    pub unique: u64,
+    /// Duplicate events emitted.
+    pub duplicates: u64,
+    /// Rejected records emitted.
+    pub rejected: u64,
+    /// Changelog entries applied from the topic (including this worker's own, echoed).
+    pub applied: u64,
+}
+
+/// The worker's state besides the Kafka clients.
+struct Worker<'a> {
+    k: &'a KafkaConfig,
+    cfg: &'a StageConfig,
+    partitions: u32,
+    engine: Engine,
+    owned: BTreeMap<u32, Owned>,
+    /// What the changelog's markers say about the other partitions.
+    progress: Progress,
+    acks: Acks,
+    stats: DedupStats,
+    rec: Vec<u8>,
+    /// Set on assignment: this worker writes a sync record with this nonce to the changelog, and
+    /// a partition taken over starts only once the reader has read it back, so every marker the
+    /// previous owner wrote before is known (high watermarks are not reliable on every broker).
+    sync_nonce: Option<u64>,
+    /// Index entries decided but not yet sent to the changelog.
+    unsent: Vec<(i64, crate::index::Entry)>,
+    /// The route stage of this process, if any: set once it routes (see `run`).
+    routing: Option<&'a AtomicBool>,
+    /// When `routing` was first seen set.
+    routing_since: Option<Instant>,
+    started_at: Instant,
+}
+
+/// Delivery reports are applied after every this many decisions in one round (the producer
+/// queue never fills with unsettled reports).
+const SETTLE_EVERY_DECISIONS: usize = 1024;
+
+/// A `progress` log line every this many records.
+const PROGRESS_LOG_EVERY: u64 = 10_000;
+
+/// With nothing decided for this long, the worker logs what it waits for (at most as often).
+const WAITING_REPORT_AFTER: Duration = Duration::from_secs(5);
+
+/// The engine figures are published to the metrics registry at most this often.
+const ENGINE_PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How long a round with nothing to do blocks on a consumer before trying again.
+pub(super) const IDLE_WAIT: Duration = Duration::from_millis(5);
+
+/// The wait for this process's route stage (see `run`) is given up after this many times
+/// `idle_after_ms`.
+const ROUTING_WAIT_FACTOR: u32 = 10;
+
+struct Clients {
+    consumer: BaseConsumer<RebalanceLog>,
+    reader: BaseConsumer<client::QuietContext>,
+    producer: ThreadedProducer<AckContext>,
+    deliveries: Receiver<Delivery>,
+}
+
+/// Runs a dedup worker until `stop` is set. With `routing` (the flag of a route stage in the
+/// same process, see `route::run`), no partition counts as idle before that flag is set and
+/// `idle_after_ms` has passed since: on a backlog the route stage's first records can take
+/// longer than `idle_after_ms`, and partitions declared idle meanwhile would let the first
+/// posts that arrive be decided out of order. After `ROUTING_WAIT_FACTOR` times
+/// `idle_after_ms` without the flag, the wait is given up.
+pub fn run(
+    k: &KafkaConfig,
+    cfg: &StageConfig,
+    stop: &AtomicBool,
+    routing: Option<&AtomicBool>,
+) -> Result<DedupStats, KafkaError> {
+    let consumer: BaseConsumer<RebalanceLog> =
+        client::consumer_config(k, &format!("{}.dedup", k.group_id))
+            .create_with_context(RebalanceLog::new(&k.routed_topic))?;
+    let reader: BaseConsumer<client::QuietContext> =
+        client::reader_config(k).create_with_context(client::QuietContext)?;
+    let (producer, deliveries) = client::producer(k)?;
+    let c = Clients {
+        consumer,
+        reader,
+        producer,
+        deliveries,
+    };
+    let engine = Engine::new(&cfg.engine).map_err(|e| KafkaError::Config(e.to_string()))?;
+    let mut w = Worker {
+        k,
+        cfg,
+        partitions: k.routed_partitions,
+        engine,
+        owned: BTreeMap::new(),
+        progress: Progress::default(),
+        acks: Acks::default(),
+        stats: DedupStats::default(),
+        rec: Vec::with_capacity(1024),
+        sync_nonce: None,
+        unsent: Vec::new(),
+        routing,
+        routing_since: None,
+        started_at: Instant::now(),
+    };
+    // The replicated index first: nothing is decided before the changelog is caught up.
+    let health = |state| metrics::global().set_health("dedup", state);
+    health(Err("catching up the replicated index".into()));
+    w.read_changelog_from_start(&c.reader, stop, "replicated index caught up")?;
+    metrics::global().publish_engine(&w.engine);
+    health(Err("waiting for partition assignment".into()));
+    c.consumer.subscribe(&[&k.routed_topic])?;
+    let mut last_decision = Instant::now();
+    let mut last_report = Instant::now();
+    let mut last_publish = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if w.routing_since.is_none() && w.routing.is_some_and(|r| r.load(Ordering::Relaxed)) {
+            w.routing_since = Some(Instant::now());
+        }
+        w.settle(&c)?;
+        w.rebalance(&c)?;
+        w.read_changelog(&c.reader, Duration::ZERO, false);
+        let busy = w.poll_routed(&c)?;
+        w.start_partitions(&c, stop)?;
+        let decided = w.decide_ready(&c)?;
+        if decided > 0 {
+            last_decision = Instant::now();
+        } else if last_decision.elapsed() > WAITING_REPORT_AFTER
+            && last_report.elapsed() > WAITING_REPORT_AFTER
+        {
+            last_report = Instant::now();
+            w.report_waiting();
+        }
+        w.publish_markers(&c, decided == 0)?;
+        w.store_offsets(&c)?;
+        if last_publish.elapsed() > ENGINE_PUBLISH_INTERVAL {
+            metrics::global().publish_engine(&w.engine);
+            last_publish = Instant::now();
+        }
+        if !busy && decided == 0 {
+            // Nothing to do until the changelog moves: wait on it briefly instead of spinning.
+            w.read_changelog(&c.reader, IDLE_WAIT, false);
+        }
+    }
+    health(Err("stopping".into()));
+    w.shutdown(&c)?;
+    metrics::global().publish_engine(&w.engine);
+    Ok(w.stats)
+}
+
+impl<'a> Worker<'a> {
+    /// Logs why nothing was decided for a while: the head this worker waits with and every
+    /// partition's bound.
+    fn report_waiting(&self) {
+        let head = self.owned.keys().filter_map(|p| self.head_key(*p)).min();
+        let bounds: Vec<String> = (0..self.partitions)
+            .map(|q| format!("{q}:{:?}", self.bound(q)))
+            .collect();
+        let buffered: usize = self.owned.values().map(|o| o.buf.len()).sum();
+        tracing::info!(?head, buffered, sync_pending = self.sync_nonce.is_some(), bounds = %bounds.join(" "), "waiting");
+    }
+
+    /// The order key the head record of `p` will get (mirrors `Engine::decide`).
+    fn head_key(&self, p: u32) -> Option<OrderKey> {
+        let o = self.owned.get(&p).filter(|o| o.started)?;
+        let s = o.buf.front()?;
+        let time = s.post.as_ref().ok().and_then(|r| r.created_at);
+        Some(self.engine.order_key(
+            Position {
+                partition: p,
+                seq: routed_seq(s.offset, s.index),
+            },
+            time,
+        ))
+    }
+
+    /// Whether this process's route stage, if it has one, has been routing for `idle_after`
+    /// (or the wait for it was given up): only then is an empty partition really quiet.
+    fn upstream_quiet(&self, idle_after: Duration) -> bool {
+        self.routing.is_none()
+            || self
+                .routing_since
+                .is_some_and(|t| t.elapsed() >= idle_after)
+            || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
+    }
+
+    /// What is known about partition `q` (see `gate`).
+    fn bound(&self, q: u32) -> Bound {
+        let Some(o) = self.owned.get(&q) else {
+            return self.progress.bound(q);
+        };
+        let head = self.head_key(q);
+        let idle_after = Duration::from_millis(self.k.idle_after_ms);
+        let quiet = head.is_none()
+            && o.last_record.elapsed() >= idle_after
+            && o.fetch.may_be_caught_up()
+            && self.upstream_quiet(idle_after);
+        let watermark = self.engine.watermarks().get(&q).copied();
+        gate::local_bound(q, head, quiet, o.started, watermark, o.next_offset)
+    }
+
+    /// Decides every record that is next in the global order; returns how many. Their index
+    /// entries are on their way to the changelog when it returns.
+    fn decide_ready(&mut self, c: &Clients) -> Result<usize, KafkaError> {
+        let n = self.decide_next(c)?;
+        self.flush_changelog(c)?;
+        Ok(n)
+    }
+
+    fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
+        let mut n = 0;
+        loop {
+            let heads = self.owned.iter().filter(|(_, o)| o.started).filter_map(|(p, o)| {
+                let s = o.buf.front()?;
+                let time = s.post.as_ref().ok().and_then(|r| r.created_at);
+                Some((*p, routed_seq(s.offset, s.index), time))
+            });
+            let Some((p, key)) = gate::next_in_order(&self.engine, heads) else {
+                return Ok(n);
+            };
+            let tick_secs = self.k.order_tick_secs;
+            if !gate::may_decide(&key, p, self.partitions, tick_secs, |q| self.bound(q)) {
+                return Ok(n);
+            }
+            self.decide_one(c, p)?;
+            n += 1;
+            if n.is_multiple_of(SETTLE_EVERY_DECISIONS) {
+                self.settle(c)?;
+            }
+        }
+    }
+
+    fn decide_one(&mut self, c: &Clients, p: u32) -> Result<(), KafkaError> {
+        let Some(slot) = self.owned.get_mut(&p).and_then(|o| o.buf.pop_front()) else {
+            return Ok(());
+        };
+        let offset = slot.offset;
+        self.stats.records += 1;
+        if self.stats.records.is_multiple_of(PROGRESS_LOG_EVERY) {
+            let s = &self.stats;
+            let index = self.engine.index().len();
+            tracing::info!(
+                records = s.records,
+                unique = s.unique,
+                duplicates = s.duplicates,
+                index,
+                "progress"
+            );
+        }
+        self.rec.clear();
+        let (topic, key) = match slot.post {
+            Err(detail) => {
+                let r = Rejection::new(
+                    RejectReason::InvalidJson,
+                    format!("malformed routed record: {detail}"),
+                );
+                records::rejected_record(&mut self.rec, &r, None, offset + 1, b"");
+                metrics::global().rejected(r.reason);
+                self.stats.rejected += 1;
+                (self.k.rejected_topic.as_str(), Vec::new())
+            }
+            Ok(post) => self.verdict(p, (offset, slot.index), &post),
+        };
+        self.unsent.extend(self.engine.take_changes());
+        if slot.index == 0 {
+            // One output per post of the record.
+            self.acks.register(p, offset, slot.count);
+        }
+        let tag = Tag::Record {
+            partition: p,
+            offset,
+        };
+        send(
+            &c.producer,
+            &c.deliveries,
+            &mut self.acks,
+            Out {
+                topic,
+                partition: None,
+                key: &key,
+                payload: &self.rec,
+                tag,
+            },
+        )?;
+        if self.unsent.len() >= CHANGELOG_BATCH {
+            self.flush_changelog(c)?;
+        }
+        if slot.index + 1 < slot.count {
+            return Ok(());
+        }
+        let tau = self.engine.watermarks().get(&p).copied().unwrap_or(0);
+        if let Some(o) = self.owned.get_mut(&p) {
+            o.last = Some((offset, tau));
+            o.next_offset = offset + 1;
+        }
+        Ok(())
+    }
+
+    /// Decides post `index` of the record at `offset` and formats its output; returns (topic,
+    /// record key).
+    fn verdict(
+        &mut self,
+        p: u32,
+        (offset, index): (u64, u32),
+        post: &RoutedPost,
+    ) -> (&'a str, Vec<u8>) {
+        let at = Position {
+            partition: p,
+            seq: routed_seq(offset, index),
+        };
+        let t = metrics::global().timer();
+        let v = self
+            .engine
+            .decide(at, &post.id, post.created_at, &post.analyzed);
+        metrics::global().observe_since(Stage::Decide, t);
+        metrics::global().verdict(&v);
+        let decided = Decided {
+            id: &post.id,
+            created_at: post.created_at,
+            raw: &post.raw,
+            analyzed: &post.analyzed,
+            line: offset + 1,
+        };
+        let sink = records::verdict_record(&mut self.rec, &v, &decided, &self.cfg.output);
+        match sink {
+            Sink::Unique => self.stats.unique += 1,
+            Sink::Duplicate => self.stats.duplicates += 1,
+            Sink::Rejected => self.stats.rejected += 1,
+        }
+        (self.k.topic_for(sink), post.id.0.as_bytes().to_vec())
+    }
+
+    fn settle(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let owned = &mut self.owned;
+        settle(&c.deliveries, &mut self.acks, &mut |p, last| {
+            if let (Some(o), Some(last)) = (owned.get_mut(&p), last) {
+                o.acked_markers.push_back(last);
+            }
+        })
+    }
+
+    /// Stores, per partition, the offset after the newest acknowledged marker whose records are
+    /// all acknowledged: a worker taking over there finds that marker's watermark. (librdkafka's
+    /// offset store commits the given offset + 1, so the marker's own offset is passed.)
+    fn store_offsets(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        for (p, o) in self.owned.iter_mut() {
+            let Some(done) = self.acks.done_through(*p) else {
+                continue;
+            };
+            let mut best = None;
+            while o.acked_markers.front().is_some_and(|m| *m <= done) {
+                best = o.acked_markers.pop_front();
+            }
+            if let Some(m) = best.filter(|m| o.stored.is_none_or(|s| s < *m)) {
+                match c
+                    .consumer
+                    .store_offset(&self.k.routed_topic, *p as i32, m as i64)
+                {
+                    Ok(()) => o.stored = Some(m),
+                    // Revoked while the report was in flight: the next owner re-decides from its commit.
+                    Err(e) => tracing::debug!(partition = p, error = %e, "offset not stored"),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop deciding, publish final markers, wait for outstanding deliveries, store and commit.
+    fn shutdown(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let deadline = Instant::now() + Duration::from_millis(self.k.shutdown_timeout_ms);
+        self.publish_markers(c, true)?;
+        c.producer
+            .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
+        while Instant::now() < deadline {
+            self.settle(c)?;
+            self.store_offsets(c)?;
+            if self.acks.in_flight() == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.settle(c)?;
+        self.store_offsets(c)?;
+        outbox::commit(&c.consumer)?;
+        tracing::info!(
+            records = self.stats.records,
+            unique = self.stats.unique,
+            duplicates = self.stats.duplicates,
+            "dedup worker stopped"
+        );
+        Ok(())
+    }
+}

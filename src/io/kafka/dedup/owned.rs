@@ -1,0 +1,208 @@
+//! The routed partitions this worker owns: assignment and revocation, polling routed records
+//! into per-partition buffers, and starting a partition at the watermark its previous owner
+//! left (from the changelog's progress markers).
+
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::Message;
+
+use super::super::client::{self, RebalanceEvent};
+use super::super::gate::Bound;
+use super::super::wire::{decode_routed_record, RoutedPost};
+use super::super::KafkaError;
+use super::{Clients, Worker, IDLE_WAIT};
+use crate::metrics;
+
+/// Routed records taken per poll round before the worker decides (and reads the changelog).
+const ROUTED_POLL_BATCH: usize = 2_000;
+
+/// A poll round stops early once a partition buffers this many posts: memory stays bounded
+/// while a partition waits for the others.
+const MAX_BUFFERED_POSTS: usize = 50_000;
+
+/// A routed post waiting for its turn: post `index` of the `count` in the record at `offset`.
+pub(super) struct Slot {
+    pub(super) offset: u64,
+    pub(super) index: u32,
+    pub(super) count: u32,
+    pub(super) post: Result<RoutedPost, String>,
+}
+
+/// A partition this worker owns.
+pub(super) struct Owned {
+    pub(super) buf: VecDeque<Slot>,
+    pub(super) started: bool,
+    pub(super) next_offset: u64,
+    /// When the last record arrived (or the partition was assigned): a partition with nothing
+    /// buffered, nothing new for `idle_after_ms` and nothing left to fetch (`fetch`) is idle.
+    /// End-of-partition events are not relied on: some brokers send none when the committed
+    /// offset already is the end.
+    pub(super) last_record: Instant,
+    pub(super) fetch: client::FetchProgress,
+    pub(super) last: Option<(u64, i64)>,
+    pub(super) sent: Option<(Bound, Option<(u64, i64)>)>,
+    pub(super) sent_at: Instant,
+    pub(super) acked_markers: VecDeque<u64>,
+    pub(super) stored: Option<u64>,
+}
+
+impl Owned {
+    pub(super) fn new(start: Option<Option<i64>>) -> Owned {
+        Owned {
+            buf: VecDeque::new(),
+            started: false,
+            next_offset: 0,
+            last_record: Instant::now(),
+            fetch: client::FetchProgress::new(start),
+            last: None,
+            sent: None,
+            sent_at: Instant::now(),
+            acked_markers: VecDeque::new(),
+            stored: None,
+        }
+    }
+}
+
+impl Worker<'_> {
+    pub(super) fn rebalance(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        for ev in c.consumer.context().drain() {
+            match ev {
+                RebalanceEvent::Assigned(ps) => {
+                    metrics::global().set_health("dedup", Ok(()));
+                    if !ps.is_empty() {
+                        self.send_sync(c)?;
+                    }
+                    let starts = client::committed_starts(&c.consumer, &self.k.routed_topic, &ps);
+                    for p in ps {
+                        self.owned.insert(p, Owned::new(starts.get(&p).copied()));
+                    }
+                }
+                RebalanceEvent::Revoked(ps) => {
+                    for p in ps {
+                        self.owned.remove(&p);
+                        self.acks.remove(p);
+                        self.engine.set_watermark(p, None);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Buffers routed records; returns whether anything arrived. Rebalance events are applied
+    /// right after each poll, before its record: a record never lands in state that an
+    /// assignment is about to reset, and records of revoked partitions are dropped (their next
+    /// owner decides them).
+    pub(super) fn poll_routed(&mut self, c: &Clients) -> Result<bool, KafkaError> {
+        let mut any = false;
+        let idle = self.owned.values().all(|o| o.buf.is_empty());
+        let mut wait = if idle {
+            IDLE_WAIT
+        } else {
+            Duration::ZERO
+        };
+        for _ in 0..ROUTED_POLL_BATCH {
+            let polled = c.consumer.poll(wait);
+            self.rebalance(c)?;
+            let Some(m) = polled else { break };
+            wait = Duration::ZERO;
+            let m = match m {
+                Ok(m) => m,
+                Err(RdError::PartitionEOF(_)) => continue,
+                Err(e) => {
+                    tracing::warn!(error = %e, "routed consumer error");
+                    continue;
+                }
+            };
+            let (p, offset) = (m.partition() as u32, m.offset() as u64);
+            let Some(owned) = self.owned.get_mut(&p) else {
+                continue;
+            };
+            any = true;
+            owned.last_record = Instant::now();
+            owned.fetch.polled(offset);
+            match decode_routed_record(m.payload().unwrap_or_default()) {
+                Ok(posts) => {
+                    let count = posts.len() as u32;
+                    for (index, post) in posts.into_iter().enumerate() {
+                        owned.buf.push_back(Slot {
+                            offset,
+                            index: index as u32,
+                            count,
+                            post: Ok(post),
+                        });
+                    }
+                }
+                Err(e) => owned.buf.push_back(Slot {
+                    offset,
+                    index: 0,
+                    count: 1,
+                    post: Err(e.to_string()),
+                }),
+            }
+            if owned.buf.len() > MAX_BUFFERED_POSTS {
+                break;
+            }
+        }
+        for (p, o) in self.owned.iter_mut() {
+            o.fetch.refresh(&c.consumer, &self.k.routed_topic, *p);
+        }
+        Ok(any)
+    }
+
+    /// Starts partitions whose first record is buffered, once the changelog has been read to its
+    /// end since they were assigned: each resumes with the watermark its previous owner had just
+    /// before the resume offset (commits happen only right after a progress marker). A partition
+    /// that resumes behind what this worker's index has already expired gets the index rebuilt.
+    pub(super) fn start_partitions(&mut self, c: &Clients, stop: &AtomicBool) -> Result<(), KafkaError> {
+        if self.sync_nonce.is_some() {
+            return Ok(());
+        }
+        let waiting: Vec<(u32, u64)> = self
+            .owned
+            .iter()
+            .filter(|(_, o)| !o.started)
+            .filter_map(|(p, o)| o.buf.front().map(|s| (*p, s.offset)))
+            .collect();
+        for (p, offset) in waiting {
+            let tau = self.progress.before(p, offset).map(|(o, t)| {
+                if o + 1 != offset {
+                    tracing::warn!(
+                        partition = p,
+                        offset,
+                        marker = o,
+                        "no progress marker right before the resume offset"
+                    );
+                }
+                t
+            });
+            self.engine
+                .set_watermark(p, if offset == 0 { None } else { tau });
+            if let Some(o) = self.owned.get_mut(&p) {
+                o.started = true;
+                o.next_offset = offset;
+            }
+        }
+        let behind: Vec<u32> = self
+            .owned
+            .keys()
+            .copied()
+            .filter(|p| {
+                self.head_key(*p)
+                    .is_some_and(|k| self.engine.lacks_generations_for(k.tau))
+            })
+            .collect();
+        if !behind.is_empty() {
+            tracing::info!(
+                partitions = ?behind,
+                "partitions resume behind entries this worker expired: rebuilding the index"
+            );
+            self.rebuild_index(c, stop)?;
+        }
+        Ok(())
+    }
+}

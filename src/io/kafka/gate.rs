@@ -1,0 +1,230 @@
+//! The ordering gate of the dedup stage, as plain logic: which routed post comes next in the
+//! global order `(partition watermark, partition, offset and place in the envelope)`, and
+//! whether every other partition is known to have decided everything that post can see
+//! (`OrderKey::sees`). What is known about a partition is a `Bound`: from the progress markers
+//! other workers publish on the changelog (`Progress`), or from local state for a partition this
+//! worker owns (`local_bound`). No Kafka here: the worker loop feeds it and obeys it.
+
+use std::collections::BTreeMap;
+
+use crate::engine::{Engine, Position};
+use crate::index::OrderKey;
+use crate::types::EventTime;
+
+use super::wire::routed_seq;
+
+/// Markers remembered per partition (offset -> watermark), newest kept: a worker taking a
+/// partition over resumes at a committed offset, which is right after a recent marker.
+pub(crate) const MARKER_HISTORY: usize = 4096;
+
+/// What is known about where a partition's next undecided record lies in the global order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Bound {
+    /// Every record still to come has a larger key.
+    Key(OrderKey),
+    /// The partition is idle: it holds nobody back.
+    Idle,
+    /// Nothing known yet.
+    Unknown,
+}
+
+impl Bound {
+    /// Whether a post with key `k` (of another partition) can be decided: no record still to
+    /// come on this partition is one `k` would see (`OrderKey::sees`).
+    pub(crate) fn allows(self, k: &OrderKey, tick_secs: u64) -> bool {
+        match self {
+            Bound::Key(b) if tick_secs > 0 => b.tick(tick_secs) >= k.tick(tick_secs),
+            Bound::Key(b) => b > *k,
+            Bound::Idle => true,
+            Bound::Unknown => false,
+        }
+    }
+}
+
+/// The last record a partition's owner decided: its offset and the partition watermark after it.
+pub(crate) type Last = Option<(u64, i64)>;
+
+/// What the changelog's progress markers say about the partitions this worker does not own.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    latest: BTreeMap<u32, (Bound, Last)>,
+    history: BTreeMap<u32, BTreeMap<u64, i64>>,
+}
+
+impl Progress {
+    /// Records a marker of `partition` (`idle`, else bounded by `lower_bound`).
+    pub(crate) fn note(&mut self, partition: u32, lower_bound: OrderKey, idle: bool, last: Last) {
+        let bound = if idle {
+            Bound::Idle
+        } else {
+            Bound::Key(lower_bound)
+        };
+        self.latest.insert(partition, (bound, last));
+        if let Some((offset, tau)) = last {
+            let h = self.history.entry(partition).or_default();
+            h.insert(offset, tau);
+            while h.len() > MARKER_HISTORY {
+                h.pop_first();
+            }
+        }
+    }
+
+    /// The bound the latest marker of `partition` published.
+    pub(crate) fn bound(&self, partition: u32) -> Bound {
+        self.latest.get(&partition).map_or(Bound::Unknown, |(b, _)| *b)
+    }
+
+    /// The newest marker before `offset`: (its record's offset, the watermark after it). A
+    /// worker resuming `partition` at `offset` starts from that watermark.
+    pub(crate) fn before(&self, partition: u32, offset: u64) -> Option<(u64, i64)> {
+        self.history
+            .get(&partition)
+            .and_then(|h| h.range(..offset).next_back())
+            .map(|(o, t)| (*o, *t))
+    }
+}
+
+/// The bound of a partition this worker owns. `head`: the order key of its first buffered post
+/// (if started); `quiet`: nothing arrived for `idle_after_ms`, nothing is left to fetch and the
+/// upstream route stage (if in this process) is routing; `watermark`: the partition's watermark;
+/// `next_offset`: the offset of the next record to decide.
+pub(crate) fn local_bound(
+    partition: u32,
+    head: Option<OrderKey>,
+    quiet: bool,
+    started: bool,
+    watermark: Option<i64>,
+    next_offset: u64,
+) -> Bound {
+    if let Some(k) = head {
+        return Bound::Key(k);
+    }
+    if quiet {
+        return Bound::Idle;
+    }
+    if !started {
+        return Bound::Unknown;
+    }
+    // Watermarks never fall, so the next record's key is at least this.
+    Bound::Key(OrderKey {
+        tau: watermark.unwrap_or(i64::MIN),
+        partition,
+        seq: routed_seq(next_offset, 0),
+    })
+}
+
+/// Whether the post of `partition` with key `key` may be decided now: every other of the
+/// `partitions` allows it.
+pub(crate) fn may_decide(
+    key: &OrderKey,
+    partition: u32,
+    partitions: u32,
+    tick_secs: u64,
+    bound: impl Fn(u32) -> Bound,
+) -> bool {
+    (0..partitions)
+        .filter(|q| *q != partition)
+        .all(|q| bound(q).allows(key, tick_secs))
+}
+
+/// The partition whose head comes first in the global order, with its order key (as
+/// `Engine::decide` will compute it). `heads`: per partition, its head's sequence number within
+/// the partition and event time.
+pub(crate) fn next_in_order(
+    engine: &Engine,
+    heads: impl IntoIterator<Item = (u32, u64, Option<EventTime>)>,
+) -> Option<(u32, OrderKey)> {
+    heads
+        .into_iter()
+        .map(|(partition, seq, time)| {
+            let key = engine.order_key(Position { partition, seq }, time);
+            (key, partition)
+        })
+        .min()
+        .map(|(key, p)| (p, key))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(tau: i64, partition: u32, seq: u64) -> OrderKey {
+        OrderKey {
+            tau,
+            partition,
+            seq,
+        }
+    }
+
+    #[test]
+    fn a_key_bound_allows_only_smaller_keys() {
+        let b = Bound::Key(key(100, 1, 5));
+        assert!(b.allows(&key(99, 2, 9), 0));
+        assert!(b.allows(&key(100, 0, 9), 0), "same time, lower partition first");
+        assert!(!b.allows(&key(100, 2, 0), 0), "same time, higher partition waits");
+        assert!(!b.allows(&key(101, 0, 0), 0));
+    }
+
+    #[test]
+    fn idle_allows_everything_and_unknown_nothing() {
+        let k = key(i64::MAX, u32::MAX, u64::MAX);
+        assert!(Bound::Idle.allows(&k, 0));
+        assert!(!Bound::Unknown.allows(&key(i64::MIN, 0, 0), 0));
+    }
+
+    #[test]
+    fn with_ticks_a_bound_allows_its_own_tick() {
+        // Within one tick posts of different partitions do not see each other.
+        let b = Bound::Key(key(100, 3, 0));
+        assert!(b.allows(&key(109, 0, 0), 10), "same tick, later time");
+        assert!(!b.allows(&key(110, 0, 0), 10), "a later tick waits");
+        assert!(b.allows(&key(100, 5, 7), 10), "same tick, any partition");
+    }
+
+    #[test]
+    fn local_bound_prefers_the_head_then_idleness() {
+        let head = key(50, 2, 7);
+        assert_eq!(local_bound(2, Some(head), true, true, None, 0), Bound::Key(head));
+        assert_eq!(local_bound(2, None, true, false, None, 0), Bound::Idle);
+        assert_eq!(local_bound(2, None, false, false, None, 0), Bound::Unknown);
+        assert_eq!(
+            local_bound(2, None, false, true, Some(40), 3),
+            Bound::Key(key(40, 2, routed_seq(3, 0)))
+        );
+    }
+
+    #[test]
+    fn takeover_resumes_from_the_marker_before_the_offset() {
+        let mut p = Progress::default();
+        assert_eq!(p.bound(4), Bound::Unknown);
+        p.note(4, key(10, 4, 0), false, Some((9, 10)));
+        p.note(4, key(20, 4, 0), false, Some((19, 20)));
+        assert_eq!(p.before(4, 20), Some((19, 20)));
+        assert_eq!(p.before(4, 15), Some((9, 10)));
+        assert_eq!(p.before(4, 9), None);
+        assert_eq!(p.bound(4), Bound::Key(key(20, 4, 0)));
+        p.note(4, OrderKey::default(), true, None);
+        assert_eq!(p.bound(4), Bound::Idle);
+        assert_eq!(p.before(4, 100), Some((19, 20)), "an idle marker keeps the history");
+    }
+
+    #[test]
+    fn marker_history_is_bounded() {
+        let mut p = Progress::default();
+        let n = MARKER_HISTORY as u64 + 10;
+        for o in 0..n {
+            p.note(0, key(o as i64, 0, 0), false, Some((o, o as i64)));
+        }
+        assert_eq!(p.before(0, 10), None, "the 10 oldest markers are dropped");
+        assert_eq!(p.before(0, 11), Some((10, 10)));
+        assert_eq!(p.before(0, n), Some((n - 1, n as i64 - 1)));
+    }
+
+    #[test]
+    fn may_decide_needs_every_other_partition() {
+        let k = key(10, 1, 0);
+        let bounds = [Bound::Idle, Bound::Unknown, Bound::Key(key(11, 2, 0))];
+        assert!(may_decide(&k, 1, 3, 0, |q| bounds[q as usize]), "its own bound is not asked");
+        assert!(!may_decide(&k, 0, 3, 0, |q| bounds[q as usize]));
+    }
+}

@@ -1,0 +1,572 @@
+//! The Prometheus metrics registry. One registry per process, reached through `global()`, so the
+//! stages count without threading a handle through every call. It sits below `io` (which counts
+//! into it); `app::metrics` only serves it over HTTP (`GET /metrics`, `GET /health`). Counters are atomics bumped per
+//! record; engine figures (candidates, buckets, index size, watermark) are published as a
+//! snapshot of the engine's own plain counters, so the decision stays free of metrics code.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::Registry;
+
+use crate::engine::{Engine, EngineStats, Verdict};
+use crate::hist::{Hist, Scale};
+use crate::types::RejectReason;
+use crate::verify::Method;
+
+/// The `address` value that disables the endpoint.
+pub const OFF: &str = "off";
+
+/// A processing stage whose per-record latency is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Input record to post (JSON, fields, time).
+    Decode,
+    /// Normalization, segmentation, fingerprint.
+    Analyze,
+    /// `Engine::decide`: index query, verification, insert.
+    Decide,
+    /// Formatting and writing the output record (file pipeline).
+    Output,
+}
+
+impl Stage {
+    /// Every stage, in label order.
+    pub const ALL: [Stage; 4] = [Stage::Decode, Stage::Analyze, Stage::Decide, Stage::Output];
+
+    /// The `stage` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Decode => "decode",
+            Stage::Analyze => "analyze",
+            Stage::Decide => "decide",
+            Stage::Output => "output",
+        }
+    }
+}
+
+const METHODS: [Method; 4] = [
+    Method::Exact,
+    Method::Edit,
+    Method::Containment,
+    Method::Simhash,
+];
+
+type Label = [(&'static str, &'static str); 1];
+type PartitionLabel = [(&'static str, String); 2];
+
+/// Every metric of the process.
+pub struct Metrics {
+    registry: Registry,
+    enabled: AtomicBool,
+    posts_in: Counter,
+    unique: Counter,
+    duplicates: Counter,
+    rejected: [Counter; RejectReason::ALL.len()],
+    matches: [Counter; METHODS.len()],
+    rebalances: Family<Label, Counter>,
+    consumer_lag: Family<PartitionLabel, Gauge>,
+    stages: [SharedHist; Stage::ALL.len()],
+    engine: Arc<EngineCell>,
+    health: Mutex<BTreeMap<&'static str, Option<String>>>,
+}
+
+/// The process-wide metrics (created on first use; counting works whether or not they are served).
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric at zero.
+    pub fn new() -> Metrics {
+        let mut r = Registry::default();
+        let counter = |r: &mut Registry, name: &str, help: &str| {
+            let c = Counter::default();
+            r.register(name, help, c.clone());
+            c
+        };
+        let posts_in = counter(
+            &mut r,
+            "simdedup_posts_in",
+            "Input records read (file lines, raw topic records); every one ends unique, duplicate or rejected",
+        );
+        let unique = counter(&mut r, "simdedup_posts_unique", "Unique posts emitted");
+        let duplicates = counter(
+            &mut r,
+            "simdedup_posts_duplicate",
+            "Duplicate events emitted",
+        );
+        let rejected_family = Family::<Label, Counter>::default();
+        r.register(
+            "simdedup_posts_rejected",
+            "Rejected records emitted, by reason",
+            rejected_family.clone(),
+        );
+        let rejected = RejectReason::ALL.map(|x| {
+            rejected_family
+                .get_or_create(&[("reason", x.as_str())])
+                .clone()
+        });
+        let matches_family = Family::<Label, Counter>::default();
+        r.register(
+            "simdedup_matches",
+            "Duplicates by the verification rule that accepted them",
+            matches_family.clone(),
+        );
+        let matches = METHODS.map(|m| {
+            matches_family
+                .get_or_create(&[("method", m.as_str())])
+                .clone()
+        });
+        let rebalances = Family::<Label, Counter>::default();
+        r.register(
+            "simdedup_rebalances",
+            "Consumer group rebalances seen by this process, by kind (assign, revoke, error)",
+            rebalances.clone(),
+        );
+        let consumer_lag = Family::<PartitionLabel, Gauge>::default();
+        r.register(
+            "simdedup_consumer_lag",
+            "Records between the committed offset and the high watermark, per assigned partition (librdkafka statistics)",
+            consumer_lag.clone(),
+        );
+        let stage_family =
+            Family::<Label, SharedHist, fn() -> SharedHist>::new_with_constructor(|| {
+                SharedHist::new(Scale::Nanos)
+            });
+        r.register(
+            "simdedup_stage_latency_seconds",
+            "Time per record in each processing stage",
+            stage_family.clone(),
+        );
+        let stages =
+            Stage::ALL.map(|s| stage_family.get_or_create(&[("stage", s.as_str())]).clone());
+        let engine = Arc::new(EngineCell::default());
+        r.register_collector(Box::new(Arc::clone(&engine)));
+        Metrics {
+            registry: r,
+            enabled: AtomicBool::new(false),
+            posts_in,
+            unique,
+            duplicates,
+            rejected,
+            matches,
+            rebalances,
+            consumer_lag,
+            stages,
+            engine,
+            health: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// Whether the endpoint is being served (stages skip optional timing when it is not).
+    pub fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// One input record read.
+    #[inline]
+    pub fn post_in(&self) {
+        self.posts_in.inc();
+    }
+
+    /// One record rejected before it reached the engine.
+    #[inline]
+    pub fn rejected(&self, reason: RejectReason) {
+        if let Some(i) = RejectReason::ALL.iter().position(|r| *r == reason) {
+            self.rejected[i].inc();
+        }
+    }
+
+    /// One engine verdict emitted.
+    #[inline]
+    pub fn verdict(&self, v: &Verdict) {
+        match v {
+            Verdict::Unique { .. } => {
+                self.unique.inc();
+            }
+            Verdict::Duplicate(d) => {
+                self.duplicates.inc();
+                if let Some(i) = METHODS.iter().position(|m| *m == d.matched_by.method) {
+                    self.matches[i].inc();
+                }
+            }
+            Verdict::Rejected(r) => self.rejected(r.reason),
+        }
+    }
+
+    /// One stage latency, measured by the caller.
+    pub fn observe_stage(&self, stage: Stage, d: Duration) {
+        self.stages[stage as usize].with(|h| h.observe(d.as_nanos() as u64));
+    }
+
+    /// Starts timing a stage, only while metrics are served (the clock read costs a little per
+    /// post); pass the result to `observe_since`.
+    #[inline]
+    pub fn timer(&self) -> Option<std::time::Instant> {
+        self.enabled().then(std::time::Instant::now)
+    }
+
+    /// Records the latency of a stage whose `timer` started.
+    #[inline]
+    pub fn observe_since(&self, stage: Stage, started: Option<std::time::Instant>) {
+        if let Some(t) = started {
+            self.observe_stage(stage, t.elapsed());
+        }
+    }
+
+    /// Adds latencies accumulated locally (the file pipeline batches them).
+    pub fn merge_stage(&self, stage: Stage, local: &Hist) {
+        self.stages[stage as usize].with(|h| h.merge(local));
+    }
+
+    /// Publishes the engine's counters, index size and watermark (a snapshot: call it as often as
+    /// the figures should be fresh).
+    pub fn publish_engine(&self, e: &Engine) {
+        let snap = EngineSnapshot {
+            stats: e.stats().clone(),
+            index_entries: e.index().len() as u64,
+            index_bytes: e.index().approx_bytes() as u64,
+            watermark: e.watermarks().values().max().copied(),
+        };
+        if let Ok(mut s) = self.engine.snapshot.lock() {
+            *s = Some(snap);
+        }
+    }
+
+    /// One rebalance event of kind `assign`, `revoke` or `error`.
+    pub fn rebalance(&self, kind: &'static str) {
+        self.rebalances.get_or_create(&[("kind", kind)]).inc();
+    }
+
+    /// Consumer lag per partition of `topic`; `None` (unassigned or unknown) drops the series.
+    pub fn consumer_lag(&self, topic: &str, lags: &[(i32, Option<i64>)]) {
+        for (p, lag) in lags {
+            let key = [("topic", topic.to_string()), ("partition", p.to_string())];
+            match lag {
+                Some(l) => {
+                    self.consumer_lag.get_or_create(&key).set(*l);
+                }
+                None => {
+                    self.consumer_lag.remove(&key);
+                }
+            }
+        }
+    }
+
+    /// Sets a component's readiness: `Ok` ready, `Err(reason)` not ready. `/health` is ready when
+    /// every registered component is.
+    pub fn set_health(&self, component: &'static str, state: Result<(), String>) {
+        if let Ok(mut h) = self.health.lock() {
+            h.insert(component, state.err());
+        }
+    }
+
+    /// `None` when ready, else the reason.
+    pub fn health(&self) -> Option<String> {
+        let h = self.health.lock().ok()?;
+        if h.is_empty() {
+            return Some("starting".into());
+        }
+        h.iter()
+            .find_map(|(c, r)| r.as_ref().map(|r| format!("{c}: {r}")))
+    }
+
+    /// Turns on the per-stage latency clocks (called when the registry is served).
+    pub fn enable(&self) {
+        self.enabled.store(true, Ordering::Relaxed);
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail; a collector error would be a bug in this file.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "metrics encoding failed");
+        }
+        out
+    }
+}
+
+/// A histogram behind a lock, shared between the stages and the registry.
+#[derive(Clone, Debug)]
+struct SharedHist(Arc<Mutex<Hist>>);
+
+impl SharedHist {
+    fn new(scale: Scale) -> SharedHist {
+        SharedHist(Arc::new(Mutex::new(Hist::new(scale))))
+    }
+
+    fn with(&self, f: impl FnOnce(&mut Hist)) {
+        if let Ok(mut h) = self.0.lock() {
+            f(&mut h);
+        }
+    }
+}
+
+impl TypedMetric for SharedHist {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for SharedHist {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        let h = self.0.lock().map(|h| *h).unwrap_or_default();
+        encode_hist(encoder, &h)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Histogram
+    }
+}
+
+/// Encodes `h`; durations (the `Nanos` scale) in seconds.
+fn encode_hist(mut encoder: MetricEncoder, h: &Hist) -> Result<(), std::fmt::Error> {
+    // Dividing (not multiplying by 1e-9) gives the nearest float to the decimal bound: `le="1e-6"`.
+    let per_unit = match h.scale() {
+        Scale::Pow2 => 1.0,
+        Scale::Nanos => 1e9,
+    };
+    let buckets: Vec<(f64, u64)> = h
+        .buckets()
+        .map(|(b, n)| (b.map_or(f64::INFINITY, |b| b as f64 / per_unit), n))
+        .collect();
+    encoder.encode_histogram::<NoLabelSet>(h.sum() as f64 / per_unit, h.count(), &buckets, None)
+}
+
+/// What `publish_engine` last saw.
+#[derive(Clone, Debug)]
+struct EngineSnapshot {
+    stats: EngineStats,
+    index_entries: u64,
+    index_bytes: u64,
+    watermark: Option<i64>,
+}
+
+/// Collector of the engine figures, read at scrape time from the last snapshot.
+#[derive(Debug, Default)]
+struct EngineCell {
+    snapshot: Mutex<Option<EngineSnapshot>>,
+}
+
+impl Collector for EngineCell {
+    fn encode(&self, mut enc: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let snap = self.snapshot.lock().ok().and_then(|s| s.clone());
+        let stats = snap.as_ref().map(|s| s.stats.clone()).unwrap_or_default();
+        let q = &stats.query;
+        let hists = [
+            (
+                "simdedup_candidates_per_query",
+                "Distinct candidates verified per post that reached the index",
+                &stats.candidates_per_query,
+            ),
+            (
+                "simdedup_bucket_size",
+                "Entries in each SimHash block-table bucket a query looked up (0: no bucket)",
+                &q.bucket_sizes,
+            ),
+        ];
+        for (name, help, h) in hists {
+            let e = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+            encode_hist(e, h)?;
+        }
+        let counters = [
+            ("simdedup_candidates", "Candidates verified", q.candidates),
+            (
+                "simdedup_verify_rejects",
+                "Candidates that no verification rule accepted",
+                q.verify_rejects,
+            ),
+            (
+                "simdedup_bucket_scans_capped",
+                "SimHash bucket scans cut at index.bucket_scan_cap",
+                q.bucket_scans_capped,
+            ),
+            (
+                "simdedup_posting_scans_capped",
+                "Bigram posting scans cut at index.posting_scan_cap",
+                q.posting_scans_capped,
+            ),
+            (
+                "simdedup_late_posts",
+                "Posts older than the window (judged, not indexed)",
+                stats.late,
+            ),
+            (
+                "simdedup_expired_entries",
+                "Index entries dropped by generation expiry",
+                stats.expired_entries,
+            ),
+        ];
+        for (name, help, v) in counters {
+            let c = ConstCounter::new(v);
+            c.encode(enc.encode_descriptor(name, help, None, c.metric_type())?)?;
+        }
+        let Some(s) = snap else { return Ok(()) };
+        let mut gauges = vec![
+            (
+                "simdedup_index_entries",
+                "Live index entries (representatives and their refreshed copies)",
+                s.index_entries as i64,
+            ),
+            (
+                "simdedup_index_bytes",
+                "Approximate bytes held by index entries and postings",
+                s.index_bytes as i64,
+            ),
+        ];
+        if let Some(w) = s.watermark {
+            let now = crate::clock::now_secs();
+            gauges.push((
+                "simdedup_watermark_seconds",
+                "Largest event time decided (unix seconds)",
+                w,
+            ));
+            gauges.push((
+                "simdedup_window_lag_seconds",
+                "Wall clock minus the watermark: how far event time trails real time",
+                now - w,
+            ));
+        }
+        for (name, help, v) in gauges {
+            let g = ConstGauge::new(v);
+            g.encode(enc.encode_descriptor(name, help, None, g.metric_type())?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Analyzed, Analyzer, EmptyPolicy, EngineConfig, Position};
+    use crate::text::tokenize::{Tokenizer, Weighting};
+    use crate::types::{EventTime, PostId, Rejection};
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Vec<&'a str> {
+        text.lines().filter(|l| l.starts_with(prefix)).collect()
+    }
+
+    #[test]
+    fn counters_and_rejections_by_reason_are_exposed() {
+        let m = Metrics::new();
+        for _ in 0..3 {
+            m.post_in();
+        }
+        m.verdict(&Verdict::Unique {
+            empty: false,
+            late: false,
+        });
+        m.rejected(RejectReason::BadTime);
+        m.verdict(&Verdict::Rejected(Rejection::new(RejectReason::Empty, "")));
+        m.rebalance("assign");
+        m.consumer_lag("posts", &[(0, Some(7)), (1, None)]);
+        let text = m.render();
+        assert!(text.contains("\nsimdedup_posts_in_total 3\n"), "{text}");
+        assert!(text.contains("\nsimdedup_posts_unique_total 1\n"));
+        assert!(text.contains("\nsimdedup_posts_duplicate_total 0\n"));
+        assert!(text.contains("simdedup_posts_rejected_total{reason=\"bad_time\"} 1\n"));
+        assert!(text.contains("simdedup_posts_rejected_total{reason=\"empty\"} 1\n"));
+        // Every reason is there from the start, so rate() and sums see no gaps.
+        assert_eq!(
+            line(&text, "simdedup_posts_rejected_total{").len(),
+            RejectReason::ALL.len()
+        );
+        assert!(text.contains("simdedup_rebalances_total{kind=\"assign\"} 1\n"));
+        let lag = line(&text, "simdedup_consumer_lag{");
+        assert_eq!(lag.len(), 1, "{lag:?}");
+        assert!(lag[0].contains("partition=\"0\"") && lag[0].ends_with(" 7"));
+        assert!(text.ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn histograms_have_cumulative_buckets_sum_and_count() {
+        let m = Metrics::new();
+        m.observe_stage(Stage::Decide, Duration::from_micros(3));
+        m.observe_stage(Stage::Decide, Duration::from_millis(2));
+        let text = m.render();
+        let dec: Vec<&str> = line(&text, "simdedup_stage_latency_seconds_bucket")
+            .into_iter()
+            .filter(|l| l.contains("stage=\"decide\""))
+            .collect();
+        let value = |le: &str| -> u64 {
+            let l = dec
+                .iter()
+                .find(|l| l.contains(&format!("le=\"{le}\"")))
+                .unwrap_or_else(|| panic!("no bucket le={le} in {dec:?}"));
+            l.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        assert_eq!(value("0.000001"), 0);
+        assert_eq!(value("0.000005"), 1);
+        assert_eq!(value("0.0025"), 2);
+        assert_eq!(value("+Inf"), 2);
+        assert!(text.contains("simdedup_stage_latency_seconds_count{stage=\"decide\"} 2\n"));
+        assert!(text.contains("# TYPE simdedup_stage_latency_seconds histogram\n"));
+    }
+
+    #[test]
+    fn engine_figures_come_from_the_published_snapshot() {
+        let m = Metrics::new();
+        assert!(
+            !m.render().contains("simdedup_index_entries"),
+            "no engine yet"
+        );
+        let tok = Tokenizer::new(Weighting::Tf, "");
+        let mut e = Engine::new(&EngineConfig {
+            index: Default::default(),
+            verify: Default::default(),
+            window: Default::default(),
+            empty_posts: EmptyPolicy::Pass,
+            order_tick_secs: 0,
+        })
+        .unwrap();
+        let mut a = Analyzed::default();
+        Analyzer::new(&tok).analyze("今天早上地铁二号线又停运了上班的朋友们记得绕行", &mut a);
+        let t = crate::clock::now_secs() - 60;
+        for (i, id) in ["a", "b"].iter().enumerate() {
+            let at = Position {
+                partition: 0,
+                seq: i as u64,
+            };
+            e.decide(at, &PostId(id.to_string()), Some(EventTime(t)), &a);
+        }
+        m.publish_engine(&e);
+        let text = m.render();
+        assert!(text.contains("\nsimdedup_index_entries 1\n"), "{text}");
+        assert!(text.contains("# TYPE simdedup_bucket_size histogram\n"));
+        // The first post found nothing, the second one exact candidate.
+        assert!(
+            text.contains("simdedup_candidates_per_query_bucket{le=\"0.0\"} 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("simdedup_candidates_per_query_bucket{le=\"1.0\"} 2\n"));
+        let lag = line(&text, "simdedup_window_lag_seconds ")[0];
+        let lag: i64 = lag.rsplit(' ').next().unwrap().parse().unwrap();
+        assert!((60..120).contains(&lag), "{lag}");
+    }
+
+    #[test]
+    fn health_is_ready_only_when_every_component_is() {
+        let m = Metrics::new();
+        assert_eq!(m.health().as_deref(), Some("starting"));
+        m.set_health("route", Ok(()));
+        m.set_health("dedup", Err("catching up".into()));
+        assert_eq!(m.health().as_deref(), Some("dedup: catching up"));
+        m.set_health("dedup", Ok(()));
+        assert_eq!(m.health(), None);
+    }
+}

@@ -1,0 +1,26 @@
+//! The `[state]` config section: when checkpoints are taken and how much the sled cache holds.
+
+use serde::{Deserialize, Serialize};
+
+/// The `[state]` section.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StateConfig {
+    /// A checkpoint (outputs flushed, index changes and input position persisted) is taken after
+    /// this many input records...
+    pub checkpoint_every_records: u64,
+    /// ...or after this many milliseconds, whichever comes first.
+    pub checkpoint_interval_ms: u64,
+    /// sled page cache size in bytes.
+    pub cache_capacity_bytes: u64,
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig {
+            checkpoint_every_records: 50_000,
+            checkpoint_interval_ms: 1_000,
+            cache_capacity_bytes: 256 << 20,
+        }
+    }
+}
