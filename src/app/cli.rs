@@ -514,7 +514,7 @@ fn dedup(a: DedupArgs) -> CmdResult {
     cfg.output.enrich |= a.enrich;
     let outs = [&a.unique_out, &a.duplicates_out, &a.rejected_out];
     for (i, x) in outs.iter().enumerate() {
-        if outs[i + 1..].contains(x) {
+        if outs[i + 1..].contains(x) && !file::is_stream(x) {
             return Err(usage(format!(
                 "output {x} is given twice; each output needs its own file"
             )));
@@ -540,7 +540,7 @@ fn dedup(a: DedupArgs) -> CmdResult {
     if summary.completed {
         a.metrics.hold(&stop);
     }
-    Ok(if summary.completed {
+    Ok(if summary.completed || summary.output_closed.is_some() {
         EXIT_OK
     } else {
         EXIT_INTERRUPTED
@@ -577,7 +577,9 @@ pub fn render_summary(s: &Summary) -> String {
         ));
     }
     out.push_str(&format!("; {} live index entries", s.index_entries));
-    if !s.completed {
+    if let Some(o) = &s.output_closed {
+        out.push_str(&format!("; stopped early: the reader of {o} went away"));
+    } else if !s.completed {
         out.push_str("; interrupted: rerun the same command to resume");
     }
     out

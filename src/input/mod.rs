@@ -171,6 +171,16 @@ impl Decoder {
         })
     }
 
+    /// The id of a line `decode` rejected, if it can be read (the line is a JSON object, after
+    /// invalid UTF-8 is replaced, with a usable id): rejected records then name their post.
+    pub fn id_of_rejected(&self, line: &[u8]) -> Option<PostId> {
+        let json = String::from_utf8_lossy(trim_line(line));
+        let mut slots = empty_slots();
+        self.paths.extract(&json, &mut slots).ok()?;
+        let chosen = self.plan.choose(&slots);
+        self.id(&slots, chosen.id).ok()
+    }
+
     fn id(&self, slots: &Slots<'_>, slot: Option<usize>) -> Result<PostId, Rejection> {
         let empty = |what: &str| reject(RejectReason::EmptyId, format!("id is {what}"));
         let value = slot.and_then(|s| get(slots, s)).ok_or_else(|| {

@@ -76,6 +76,8 @@ pub struct Summary {
     pub resumed_at_record: Option<u64>,
     /// Whether the input was read to the end.
     pub completed: bool,
+    /// The output whose reader went away (a closed pipe), which ended the run early.
+    pub output_closed: Option<String>,
     /// Live index entries at the end.
     pub index_entries: usize,
     /// Entries rebuilt from the state dir at start.
@@ -100,8 +102,23 @@ impl Summary {
 struct Output {
     path: String,
     writer: Box<dyn Write>,
+    /// The file to sync at checkpoints: regular files only (`/dev/null`, pipes and terminals
+    /// cannot be synced, truncated or resumed).
     file: Option<File>,
     written: u64,
+    /// The reader went away (EPIPE): nothing more is written or flushed.
+    closed: bool,
+}
+
+/// Whether an output path names an existing device, pipe or socket (`/dev/null`, a fifo) rather
+/// than a regular file: such outputs may be shared by several outputs and are never synced.
+pub fn is_stream(path: &str) -> bool {
+    path != "-" && std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// A write to an output whose reader went away (`| head -1`): the run stops quietly.
+fn is_closed(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::BrokenPipe
 }
 
 impl Output {
@@ -114,6 +131,7 @@ impl Output {
                 writer,
                 file: None,
                 written: 0,
+                closed: false,
             });
         }
         let io = |what, source| PipelineError::Io {
@@ -121,6 +139,20 @@ impl Output {
             path: path.to_string(),
             source,
         };
+        if is_stream(path) {
+            // A device or a pipe: written as a stream, never truncated, synced or resumed.
+            let file = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| io("cannot open output", e))?;
+            return Ok(Output {
+                path: path.into(),
+                writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
+                file: None,
+                written: 0,
+                closed: false,
+            });
+        }
         if let Some(parent) = Path::new(path)
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -147,20 +179,35 @@ impl Output {
             writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
             file: Some(clone),
             written,
+            closed: false,
         })
     }
 
-    fn write_record(&mut self, rec: &[u8]) -> Result<(), PipelineError> {
-        self.writer
+    /// Writes one record; `Ok(false)` when the output's reader has gone away.
+    fn write_record(&mut self, rec: &[u8]) -> Result<bool, PipelineError> {
+        if self.closed {
+            return Ok(false);
+        }
+        let r = self
+            .writer
             .write_all(rec)
-            .and_then(|_| self.writer.write_all(b"\n"))
-            .map_err(|source| PipelineError::Io {
-                what: "cannot write",
-                path: self.path.clone(),
-                source,
-            })?;
+            .and_then(|_| self.writer.write_all(b"\n"));
+        match r {
+            Ok(()) => {}
+            Err(e) if is_closed(&e) => {
+                self.closed = true;
+                return Ok(false);
+            }
+            Err(source) => {
+                return Err(PipelineError::Io {
+                    what: "cannot write",
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        }
         self.written += rec.len() as u64 + 1;
-        Ok(())
+        Ok(true)
     }
 
     fn sync(&mut self) -> Result<OutputMark, PipelineError> {
@@ -169,7 +216,13 @@ impl Output {
             path: self.path.clone(),
             source,
         };
-        self.writer.flush().map_err(err)?;
+        if !self.closed {
+            match self.writer.flush() {
+                Ok(()) => {}
+                Err(e) if is_closed(&e) => self.closed = true,
+                Err(e) => return Err(err(e)),
+            }
+        }
         if let Some(f) = &self.file {
             f.sync_data().map_err(err)?;
         }
@@ -370,7 +423,10 @@ pub fn run(
             Sink::Duplicate => 1,
             Sink::Rejected => 2,
         };
-        outs[i].write_record(&emitted.record)?;
+        if !outs[i].write_record(&emitted.record)? {
+            summary.output_closed = Some(outs[i].path.clone());
+            break;
+        }
         proc.output_done();
         if ctx.records.is_multiple_of(4096) {
             proc.flush_metrics();
@@ -389,6 +445,9 @@ pub fn run(
         }
     }
     ctx.checkpoint(&mut proc, &mut outs, input.offset, completed)?;
+    if let Some(o) = outs.iter().find(|o| o.closed) {
+        summary.output_closed.get_or_insert_with(|| o.path.clone());
+    }
     proc.flush_metrics();
     if let Some(pb) = pb {
         pb.finish_and_clear();

@@ -145,7 +145,10 @@ impl<'t> Processor<'t> {
         self.lap(Stage::Decode);
         let post = match post {
             Ok(p) => p,
-            Err(r) => return self.reject(out, r, line_no, line),
+            Err(r) => {
+                out.id = self.decoder.id_of_rejected(line);
+                return self.reject(out, r, line_no, line);
+            }
         };
         out.id = Some(post.id.clone());
         if let Some(r) = future_time(post.created_at, self.now, self.max_future_secs) {
