@@ -567,6 +567,9 @@ pub fn render_summary(s: &Summary) -> String {
             .collect();
         out.push_str(&format!(" [{}]", parts.join(", ")));
     }
+    if s.late > 0 {
+        out.push_str(&format!("; {} late (older than the window, passed as unique)", s.late));
+    }
     if let Some(r) = s.resumed_at_record {
         out.push_str(&format!("; resumed after record {r}"));
     }

@@ -66,6 +66,8 @@ pub struct Summary {
     pub unique: u64,
     /// Of the unique posts, those empty after normalization.
     pub empty: u64,
+    /// Of the unique posts, those older than the window (passed without comparison).
+    pub late: u64,
     /// Duplicate events.
     pub duplicates: u64,
     /// Rejected records.
@@ -344,9 +346,15 @@ pub fn run(
     let mut summary = Summary::default();
     if let Some(s) = &store {
         let t = Instant::now();
-        let min_gen = crate::engine::min_live_generation(engine.window(), &cp.watermarks);
+        let marks = if cp.window_marks.is_empty() {
+            &cp.watermarks
+        } else {
+            &cp.window_marks
+        };
+        let min_gen = crate::engine::min_live_generation(engine.window(), marks);
         let loaded = s.load(min_gen, cp.next_seq)?;
         summary.restored_entries = loaded.entries;
+        engine.restore_window_marks(marks);
         engine.restore(cp.watermarks.clone(), loaded.generations);
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(
@@ -471,6 +479,7 @@ fn tally(e: &Emitted, s: &mut Summary, counts: &mut [u64; 3], reasons: &mut [u64
             s.unique += 1;
             counts[0] += 1;
             s.empty += u64::from(e.empty);
+            s.late += u64::from(e.late);
         }
         Sink::Duplicate => {
             s.duplicates += 1;
@@ -536,6 +545,7 @@ impl RunCtx<'_> {
         let cp = Checkpoint {
             next_seq: self.seq,
             watermarks: proc.engine().watermarks().clone(),
+            window_marks: proc.engine().window_marks(),
             run: Some(RunRecord {
                 input: self.job.input.clone(),
                 input_offset: offset,

@@ -32,6 +32,8 @@ pub struct Emitted {
     pub reason: Option<RejectReason>,
     /// Whether a unique post was empty after normalization.
     pub empty: bool,
+    /// Whether a unique post was older than the window (passed without comparison).
+    pub late: bool,
 }
 
 impl Default for Emitted {
@@ -44,6 +46,7 @@ impl Default for Emitted {
             method: None,
             reason: None,
             empty: false,
+            late: false,
         }
     }
 }
@@ -136,6 +139,7 @@ impl<'t> Processor<'t> {
         out.method = None;
         out.reason = None;
         out.empty = false;
+        out.late = false;
         out.id = None;
         metrics::global().post_in();
         if let Some(c) = &mut self.clock {
@@ -171,7 +175,10 @@ impl<'t> Processor<'t> {
         };
         out.sink = records::verdict_record(&mut out.record, &v, &decided, &self.output);
         match v {
-            Verdict::Unique { empty, .. } => out.empty = empty,
+            Verdict::Unique { empty, late } => {
+                out.empty = empty;
+                out.late = late;
+            }
             Verdict::Duplicate(d) => {
                 out.method = Some(d.matched_by.method);
                 out.cluster = Some(d.cluster);

@@ -2,7 +2,7 @@
 //!
 //! - unique: the original post JSON, byte for byte; with enrichment (or for an empty post) one
 //!   object is added under the configured key: `{"schema":"simdedup.unique.v1","simhash":"hex",
-//!   "tokens":[...],"empty":bool}`.
+//!   "tokens":[...],"empty":bool}`; a post older than the window also gets `"late":true` there.
 //! - duplicate event: `{"schema":"simdedup.duplicate.v1","post_id","cluster_id","matched_id",
 //!   "method","distance","similarity","overlap","text_similarity","created_at",
 //!   "matched_created_at"}`.
@@ -40,6 +40,17 @@ struct Enrichment<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tokens: Option<Vec<&'a str>>,
     empty: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    late: bool,
+}
+
+/// A unique post's marks beside its analysis.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Marks {
+    /// The text normalized to nothing.
+    pub empty: bool,
+    /// Older than the window: passed without comparison.
+    pub late: bool,
 }
 
 /// Appends a unique-post record (without newline) to `out`. `raw` must be the JSON object the
@@ -48,12 +59,13 @@ pub fn unique_record(
     out: &mut Vec<u8>,
     raw: &[u8],
     a: Option<&Analyzed>,
-    empty: bool,
+    marks: Marks,
     enrich: bool,
     key: &str,
 ) {
+    let Marks { empty, late } = marks;
     let body = trim_ascii_end(raw);
-    if !(enrich || empty) || body.last() != Some(&b'}') {
+    if !(enrich || empty || late) || body.last() != Some(&b'}') {
         out.extend_from_slice(body);
         return;
     }
@@ -66,6 +78,7 @@ pub fn unique_record(
             .then(|| a.map(|a| a.tokens.iter().map(|t| t.word.as_str()).collect()))
             .flatten(),
         empty,
+        late,
     };
     let inner = &body[..body.len() - 1];
     out.extend_from_slice(inner);
@@ -169,12 +182,15 @@ pub fn verdict_record(
     cfg: &OutputConfig,
 ) -> Sink {
     match v {
-        Verdict::Unique { empty, .. } => {
+        Verdict::Unique { empty, late } => {
             unique_record(
                 out,
                 post.raw,
                 Some(post.analyzed),
-                *empty,
+                Marks {
+                    empty: *empty,
+                    late: *late,
+                },
                 cfg.enrich,
                 &cfg.enrich_key,
             );
@@ -215,7 +231,7 @@ mod tests {
             &mut out,
             br#"{"id":"1","text":"x"}  "#,
             None,
-            false,
+            Marks::default(),
             false,
             "simdedup",
         );
@@ -229,7 +245,10 @@ mod tests {
             &mut out,
             br#"{"id":"1","text":"[doge]"}"#,
             None,
-            true,
+            Marks {
+                empty: true,
+                late: false,
+            },
             false,
             "simdedup",
         );

@@ -100,6 +100,10 @@ pub struct Checkpoint {
     pub next_seq: u64,
     /// Event-time watermark per partition (one partition, 0, for files).
     pub watermarks: std::collections::BTreeMap<u32, i64>,
+    /// Window watermark per partition (what expiry goes by; below `watermarks` after an
+    /// unconfirmed outlying time). Absent in checkpoints of earlier versions.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub window_marks: std::collections::BTreeMap<u32, i64>,
     /// The file run this checkpoint belongs to.
     pub run: Option<RunRecord>,
 }
@@ -423,6 +427,7 @@ mod tests {
         let cp = Checkpoint {
             next_seq: 3,
             watermarks: [(0, 10)].into(),
+            window_marks: Default::default(),
             run: None,
         };
         store
@@ -462,6 +467,7 @@ mod tests {
         let cp = Checkpoint {
             next_seq: 2,
             watermarks: Default::default(),
+            window_marks: Default::default(),
             run: None,
         };
         store
@@ -488,6 +494,7 @@ mod tests {
         let cp = Checkpoint {
             next_seq: 2,
             watermarks: Default::default(),
+            window_marks: Default::default(),
             run: None,
         };
         store
