@@ -20,6 +20,8 @@ pub const EXIT_FAILURE: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: stopped by SIGINT/SIGTERM after a clean checkpoint; rerun the same command to resume.
 pub const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code: `dedup` refused to decide again an input file its state dir already completed.
+pub const EXIT_ALREADY_DONE: u8 = 3;
 
 /// Near-duplicate filter for Chinese microblog firehoses.
 ///
@@ -45,7 +47,9 @@ pub struct Cli {
 const EXIT_CODES: &str = "Exit codes: 0 done (`run`, `passthrough`: stopped by SIGINT/SIGTERM after \
 draining); 1 runtime failure (I/O, Kafka, state store; outputs consistent up to the last checkpoint \
 or committed offset), or a `run`/`passthrough` shutdown that overran `kafka.shutdown_timeout_ms` \
-by 2 s (an unreachable broker); 2 usage or configuration error; 130 `dedup` interrupted by a signal after a \
+by 2 s (an unreachable broker); 2 usage or configuration error; 3 `dedup` refused: the state dir \
+already completed a run of this input file (new --state-dir to start fresh, --no-resume to decide it \
+again); 130 `dedup` interrupted by a signal after a \
 clean checkpoint (rerun the same command to resume), or a second signal to `dedup`, `run` or \
 `passthrough`, which exits at once. The other commands have no drain: a signal ends them as it \
 ends any program. Each command's --help has the details.";
@@ -280,7 +284,7 @@ pub struct DedupArgs {
     /// State directory (sled). Without it the window lives in memory and nothing persists.
     #[arg(long, env = "SIMDEDUP_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Start a new run even if the state dir holds an interrupted run of this command.
+    /// Start a new run even if the state dir holds an interrupted or completed run of this input.
     #[arg(long)]
     pub no_resume: bool,
     /// Never draw the progress bar (it is drawn only when stderr is a terminal).
@@ -534,6 +538,7 @@ fn dedup(a: DedupArgs) -> CmdResult {
     };
     let summary = file::run(&job, &cfg, &tokenizer, &stop).map_err(|e| match e {
         file::PipelineError::Config(m) => usage(m),
+        e @ file::PipelineError::AlreadyDone { .. } => (EXIT_ALREADY_DONE, e.to_string()),
         other => (EXIT_FAILURE, other.to_string()),
     })?;
     eprintln!("{}", render_summary(&summary));
@@ -919,6 +924,7 @@ mod tests {
             (EXIT_OK, "0 done"),
             (EXIT_FAILURE, "1 runtime failure"),
             (EXIT_USAGE, "2 usage"),
+            (EXIT_ALREADY_DONE, "3 `dedup` refused"),
             (EXIT_INTERRUPTED, "130 `dedup` interrupted"),
         ] {
             assert!(

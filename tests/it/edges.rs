@@ -98,3 +98,127 @@ fn rejected_records_carry_the_id_when_it_was_read() {
         .map(|(a, b)| (a.to_string(), b.to_string()))
     );
 }
+
+fn write_lines(path: &std::path::Path, posts: &[serde_json::Value]) {
+    let text: String = posts.iter().map(|p| format!("{p}\n")).collect();
+    std::fs::write(path, text).unwrap();
+}
+
+const TEXT: &str = "今天早上地铁二号线又停运了上班的朋友们记得绕行，据说要到中午才能恢复";
+
+#[test]
+fn a_rerun_of_a_completed_input_is_refused_and_leaves_the_outputs_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let outs = Outs::in_dir(dir.path(), "a");
+    run_ok(outs.command(&data("sample_posts.jsonl"), Some(&state)));
+    let before = std::fs::read(&outs.dups).unwrap();
+    let out = outs
+        .command(&data("sample_posts.jsonl"), Some(&state))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(
+        err.contains("already completed a run") && err.contains("--no-resume"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&outs.dups).unwrap(), before);
+    // Asked for explicitly, it runs, and adds no second copy of any post to the index.
+    let mut again = outs.command(&data("sample_posts.jsonl"), Some(&state));
+    again.arg("--no-resume");
+    let err = String::from_utf8_lossy(&run_ok(again).stderr).into_owned();
+    assert!(err.contains("; 12 live index entries"), "{err}");
+}
+
+#[test]
+fn a_post_older_than_the_window_is_marked_late_never_a_silent_unique() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let t0 = 1_700_000_000i64;
+    let day = 86_400;
+    write_lines(
+        &input,
+        &[
+            serde_json::json!({"id": "a", "text": TEXT, "created_at": t0}),
+            serde_json::json!({"id": "b", "text": "完全不同的一条微博内容在这里", "created_at": t0 + 3 * day}),
+            serde_json::json!({"id": "c", "text": "另一条毫不相干的消息今天天气很好", "created_at": t0 + 3 * day + 10}),
+            serde_json::json!({"id": "old", "text": TEXT, "created_at": t0 + 5}),
+        ],
+    );
+    let outs = Outs::in_dir(dir.path(), "l");
+    let err = String::from_utf8_lossy(&run_ok(outs.command(&input, None)).stderr).into_owned();
+    let unique = read_jsonl(&outs.unique);
+    let old = unique.iter().find(|u| u["id"] == "old").expect("old is unique");
+    assert_eq!(old["simdedup"]["late"], true, "{old}");
+    assert!(unique
+        .iter()
+        .filter(|u| u["id"] != "old")
+        .all(|u| u.get("simdedup").is_none()));
+    assert!(err.contains("1 late"), "{err}");
+}
+
+#[test]
+fn one_outlying_current_timestamp_does_not_switch_deduplication_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let t0 = 1_300_000_000i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    write_lines(
+        &input,
+        &[
+            serde_json::json!({"id": "a", "text": TEXT, "created_at": t0}),
+            serde_json::json!({"id": "now", "text": "完全不同的一条微博内容在这里", "created_at": now}),
+            serde_json::json!({"id": "b", "text": TEXT, "created_at": t0 + 60}),
+        ],
+    );
+    let outs = Outs::in_dir(dir.path(), "o");
+    run_ok(outs.command(&input, None));
+    let dups = read_jsonl(&outs.dups);
+    assert_eq!(dups.len(), 1, "{dups:?}");
+    assert_eq!(dups[0]["post_id"], "b");
+    assert_eq!(dups[0]["matched_created_at"], t0);
+    assert!(read_jsonl(&outs.unique)
+        .iter()
+        .all(|u| u.get("simdedup").is_none()));
+}
+
+#[test]
+fn a_signal_while_waiting_on_stdin_stops_at_once_and_is_not_a_completed_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let outs = Outs::in_dir(dir.path(), "s");
+    let state = dir.path().join("state");
+    let mut c = outs.command(std::path::Path::new("-"), Some(&state));
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdin = child.stdin.take();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let sent = std::time::Instant::now();
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            sent.elapsed() < std::time::Duration::from_secs(2),
+            "still running 2 s after SIGINT"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    drop(stdin);
+    assert_eq!(status.code(), Some(130));
+    // The state records an interrupted run: the same command resumes it.
+    let mut again = outs.command(std::path::Path::new("-"), Some(&state));
+    again.stdin(std::fs::File::open(data("sample_posts.jsonl")).unwrap());
+    let err = String::from_utf8_lossy(&run_ok(again).stderr).into_owned();
+    assert!(err.contains("resumed after record 0"), "{err}");
+}
