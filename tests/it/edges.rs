@@ -222,3 +222,41 @@ fn a_signal_while_waiting_on_stdin_stops_at_once_and_is_not_a_completed_run() {
     let err = String::from_utf8_lossy(&run_ok(again).stderr).into_owned();
     assert!(err.contains("resumed after record 0"), "{err}");
 }
+
+#[test]
+fn a_damaged_state_dir_is_a_clear_error_never_a_panic_or_a_silent_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = data("sample_posts.jsonl");
+    let state = dir.path().join("state");
+    let outs = Outs::in_dir(dir.path(), "d");
+    run_ok(outs.command(&input, Some(&state)));
+    let db = state.join("db");
+    let zeroed = dir.path().join("zeroed");
+    let flipped = dir.path().join("flipped");
+    for copy in [&zeroed, &flipped] {
+        std::fs::create_dir_all(copy).unwrap();
+        for f in std::fs::read_dir(&state).unwrap() {
+            let f = f.unwrap();
+            if f.file_type().unwrap().is_file() {
+                std::fs::copy(f.path(), copy.join(f.file_name())).unwrap();
+            }
+        }
+    }
+    let bytes = std::fs::read(&db).unwrap();
+    std::fs::write(zeroed.join("db"), vec![0u8; bytes.len()]).unwrap();
+    let mut bad = bytes.clone();
+    for b in bad.iter_mut().skip(100).step_by(7) {
+        *b ^= 0x5a;
+    }
+    std::fs::write(flipped.join("db"), bad).unwrap();
+    for s in [&zeroed, &flipped] {
+        let out = outs.command(&input, Some(s)).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains("is damaged") && err.contains("move it aside or delete it"),
+            "{err}"
+        );
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
