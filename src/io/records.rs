@@ -64,11 +64,26 @@ pub fn unique_record(
     key: &str,
 ) {
     let Marks { empty, late } = marks;
-    let body = trim_ascii_end(raw);
-    if !(enrich || empty || late) || body.last() != Some(&b'}') {
-        out.extend_from_slice(body);
+    if !(enrich || empty || late) {
+        // Byte for byte, a trailing `\r` (CRLF input) included.
+        out.extend_from_slice(raw);
         return;
     }
+    let body = trim_ascii_end(raw);
+    if body.last() != Some(&b'}') {
+        out.extend_from_slice(raw);
+        return;
+    }
+    let trailer = &raw[body.len()..];
+    // An input that already has the key gets it replaced, never twice.
+    let without;
+    let body = match member_span(body, key) {
+        Some((from, to)) => {
+            without = [&body[..from], &body[to..]].concat();
+            &without[..]
+        }
+        None => body,
+    };
     let e = Enrichment {
         schema: UNIQUE_SCHEMA,
         simhash: enrich
@@ -90,6 +105,53 @@ pub fn unique_record(
     out.push(b':');
     let _ = serde_json::to_writer(&mut *out, &e);
     out.push(b'}');
+    out.extend_from_slice(trailer);
+}
+
+/// The byte range of the top-level member `key` of a JSON object (with the comma that separates
+/// it from its neighbour), if present. Only called for objects quoting the key somewhere.
+fn member_span(obj: &[u8], key: &str) -> Option<(usize, usize)> {
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    use serde_json::value::RawValue;
+    let quoted = serde_json::to_vec(key).ok()?;
+    if !obj.windows(quoted.len()).any(|w| w == quoted.as_slice()) {
+        return None;
+    }
+    let text = std::str::from_utf8(obj).ok()?;
+    struct Members<'a>(&'a str);
+    impl<'de> Visitor<'de> for Members<'_> {
+        type Value = Vec<(bool, usize, usize)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut spans = Vec::new();
+            while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let v: &'de RawValue = map.next_value()?;
+                let start = v.get().as_ptr() as usize;
+                spans.push((k == self.0, start, start + v.get().len()));
+            }
+            Ok(spans)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let spans = (&mut de).deserialize_map(Members(key)).ok()?;
+    let base = text.as_ptr() as usize;
+    let spans: Vec<(bool, usize, usize)> = spans
+        .into_iter()
+        .map(|(hit, a, b)| (hit, a - base, b - base))
+        .collect();
+    let i = spans.iter().rposition(|(hit, _, _)| *hit)?;
+    if i > 0 {
+        // From the end of the previous value: `, "key": value`.
+        Some((spans[i - 1].2, spans[i].2))
+    } else if let Some(next) = spans.get(1) {
+        // The first member: up to the next member's key (found after the comma).
+        let comma = obj[spans[0].2..next.1].iter().position(|b| *b == b',')? + spans[0].2;
+        Some((obj.iter().position(|b| *b == b'{')? + 1, comma + 1))
+    } else {
+        Some((obj.iter().position(|b| *b == b'{')? + 1, spans[0].2))
+    }
 }
 
 #[derive(Serialize)]
@@ -235,7 +297,38 @@ mod tests {
             false,
             "simdedup",
         );
-        assert_eq!(out, br#"{"id":"1","text":"x"}"#);
+        assert_eq!(out, br#"{"id":"1","text":"x"}  "#);
+        out.clear();
+        unique_record(
+            &mut out,
+            b"{\"id\":\"1\"}\r",
+            None,
+            Marks::default(),
+            false,
+            "simdedup",
+        );
+        assert_eq!(out, b"{\"id\":\"1\"}\r", "CRLF input keeps its \\r");
+    }
+
+    #[test]
+    fn an_existing_enrich_key_is_replaced_not_repeated() {
+        for raw in [
+            r#"{"id":"1","simdedup":{"old":1},"text":"x"}"#,
+            r#"{"simdedup":[1,{"a":"}"}], "id":"1","text":"x"}"#,
+            r#"{"id":"1","text":"x","simdedup":null}"#,
+            r#"{"simdedup":1}"#,
+        ] {
+            let mut out = Vec::new();
+            let marks = Marks {
+                empty: true,
+                late: false,
+            };
+            unique_record(&mut out, raw.as_bytes(), None, marks, false, "simdedup");
+            let text = String::from_utf8(out).unwrap();
+            assert_eq!(text.matches("\"simdedup\"").count(), 1, "{text}");
+            let v: serde_json::Value = serde_json::from_str(&text).expect(&text);
+            assert_eq!(v["simdedup"]["empty"], true, "{text}");
+        }
     }
 
     #[test]

@@ -260,3 +260,14 @@ fn a_damaged_state_dir_is_a_clear_error_never_a_panic_or_a_silent_restart() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+#[test]
+fn crlf_input_passes_through_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let line = format!("{}\r\n", serde_json::json!({"id": "a", "text": TEXT}));
+    std::fs::write(&input, &line).unwrap();
+    let outs = Outs::in_dir(dir.path(), "c");
+    run_ok(outs.command(&input, None));
+    assert_eq!(std::fs::read_to_string(&outs.unique).unwrap(), line);
+}
