@@ -195,6 +195,7 @@ impl Decoder {
             Scalar::Str(s) => Ok(PostId(s.to_string())),
             Scalar::U64(n) => Ok(PostId(n.to_string())),
             Scalar::I64(n) => Ok(PostId(n.to_string())),
+            Scalar::BigInt(n) => Ok(PostId(n.to_string())),
             Scalar::Null => Err(empty("null")),
             other => Err(empty(type_name(other))),
         }
@@ -259,6 +260,7 @@ fn user_of(value: &Scalar<'_>) -> Option<String> {
         Scalar::Str(s) if !s.is_empty() => Some(s.to_string()),
         Scalar::U64(n) => Some(n.to_string()),
         Scalar::I64(n) => Some(n.to_string()),
+        Scalar::BigInt(n) => Some(n.to_string()),
         _ => None,
     }
 }
@@ -271,6 +273,7 @@ fn type_name(value: &Scalar<'_>) -> &'static str {
     match value {
         Scalar::Str(_) => "a string",
         Scalar::U64(_) | Scalar::I64(_) => "an integer",
+        Scalar::BigInt(_) => "an integer past 64 bits",
         Scalar::F64(_) => "a float",
         Scalar::Bool(_) => "a boolean",
         Scalar::Null => "null",

@@ -271,3 +271,22 @@ fn crlf_input_passes_through_byte_for_byte() {
     run_ok(outs.command(&input, None));
     assert_eq!(std::fs::read_to_string(&outs.unique).unwrap(), line);
 }
+
+#[test]
+fn a_thirty_digit_integer_id_is_kept_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(
+        &input,
+        format!(
+            "{{\"id\":123456789012345678901234567890,\"text\":\"{TEXT}\"}}\n{{\"id\":-98765432109876543210987,\"text\":\"{TEXT}\"}}\n"
+        ),
+    )
+    .unwrap();
+    let outs = Outs::in_dir(dir.path(), "b");
+    run_ok(outs.command(&input, None));
+    assert!(read_jsonl(&outs.rejected).is_empty());
+    let dups = read_jsonl(&outs.dups);
+    assert_eq!(dups[0]["post_id"], "-98765432109876543210987");
+    assert_eq!(dups[0]["cluster_id"], "123456789012345678901234567890");
+}
