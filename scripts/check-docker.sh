@@ -102,6 +102,7 @@ else
   for _ in $(seq 50); do grep -q 'serving metrics until' "$tmp/log" && break; sleep 0.1; done
   if run_probe "$port"; then ok "healthcheck probe: healthy on 200 ready"; else bad "healthcheck probe: not healthy on a ready endpoint"; fi
   kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  rm -rf "$tmp"
   # A not-ready endpoint: a one-shot server answering 503 like /health does while starting.
   port=$(free_port)
   python3 -c '

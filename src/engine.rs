@@ -17,7 +17,7 @@ use crate::text::normalize::{Normalizer, Removed};
 use crate::text::tokenize::{Tokenizer, WeightedToken};
 use crate::types::{EventTime, Fingerprint, PostId, RejectReason, Rejection};
 use crate::verify::{Match, Sketch, VerifyConfig};
-use crate::window::{Window, WindowConfig, WindowError};
+use crate::window::{Horizon, Window, WindowConfig, WindowError};
 
 /// What happens to a post whose text normalizes to nothing (a bare repost chain, emoticons only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -193,7 +193,11 @@ pub struct Position {
 pub struct Engine {
     index: Index,
     window: Window,
+    /// Largest event time seen per partition: orders decisions (`OrderKey::tau`).
     watermarks: BTreeMap<u32, i64>,
+    /// Per partition, the watermark the window expires by: the largest event time without
+    /// unconfirmed outliers (`Window::advance`).
+    horizons: BTreeMap<u32, Horizon>,
     empty_posts: EmptyPolicy,
     order_tick_secs: u64,
     scratch: Scratch,
@@ -210,6 +214,7 @@ impl Engine {
             index: Index::new(cfg.index.clone(), cfg.verify.clone())?,
             window: Window::new(&cfg.window)?,
             watermarks: BTreeMap::new(),
+            horizons: BTreeMap::new(),
             empty_posts: cfg.empty_posts,
             order_tick_secs: cfg.order_tick_secs,
             scratch: Scratch::default(),
@@ -234,9 +239,24 @@ impl Engine {
         &self.watermarks
     }
 
+    /// The window watermark per partition (what expiry goes by), for checkpoints.
+    pub fn window_marks(&self) -> BTreeMap<u32, i64> {
+        self.horizons.iter().map(|(p, h)| (*p, h.mark)).collect()
+    }
+
+    /// Restores the window watermarks a checkpoint stored (`window_marks`).
+    pub fn restore_window_marks(&mut self, marks: &BTreeMap<u32, i64>) {
+        for (p, m) in marks {
+            self.horizons.insert(*p, Horizon::at(*m));
+        }
+    }
+
     /// The oldest generation any partition still needs, if any post was seen.
     pub fn min_live_generation(&self) -> Option<i64> {
-        min_live_generation(&self.window, &self.watermarks)
+        self.horizons
+            .values()
+            .map(|h| self.window.min_live_generation(h.mark))
+            .min()
     }
 
     /// Counters so far.
@@ -244,9 +264,14 @@ impl Engine {
         &self.stats
     }
 
-    /// Restores persisted state: the watermarks, then entries per generation in insertion order.
+    /// Restores persisted state: the watermarks (also as window marks, unless
+    /// `restore_window_marks` set them first), then entries per generation in insertion order.
     /// Restored entries are not reported as pending changes.
     pub fn restore(&mut self, watermarks: BTreeMap<u32, i64>, generations: Vec<(i64, Vec<Entry>)>) {
+        // Window marks restored first (`restore_window_marks`) win over the order watermarks.
+        for (p, w) in &watermarks {
+            self.horizons.entry(*p).or_insert(Horizon::at(*w));
+        }
         self.watermarks = watermarks;
         let min_gen = self.min_live_generation();
         for (gen, entries) in generations {
@@ -292,8 +317,14 @@ impl Engine {
     /// its previous owner had at the committed offset; `None` forgets the partition.
     pub fn set_watermark(&mut self, partition: u32, watermark: Option<i64>) {
         match watermark {
-            Some(w) => self.watermarks.insert(partition, w),
-            None => self.watermarks.remove(&partition),
+            Some(w) => {
+                self.horizons.insert(partition, Horizon::at(w));
+                self.watermarks.insert(partition, w)
+            }
+            None => {
+                self.horizons.remove(&partition);
+                self.watermarks.remove(&partition)
+            }
         };
     }
 
@@ -325,9 +356,20 @@ impl Engine {
         a: &Analyzed,
     ) -> Verdict {
         let key = self.order_key(at, time);
-        let tau = key.tau;
-        let t = time.map_or(tau, |t| t.0);
-        self.watermarks.insert(at.partition, tau);
+        self.watermarks.insert(at.partition, key.tau);
+        let horizon = self.horizons.get(&at.partition).copied();
+        let mut h = horizon;
+        if let Some(t) = time.map(|t| t.0).or(horizon.is_none().then_some(key.tau)) {
+            self.window.advance(&mut h, t);
+        }
+        if let Some(h) = h {
+            self.horizons.insert(at.partition, h);
+        }
+        let mark = h.map_or(key.tau, |h| h.mark);
+        let t = time.map_or(mark, |t| t.0);
+        // The post is compared with a window ending at its own time when it lies ahead of the
+        // watermark (an unconfirmed jump); expiry and lateness go by the watermark.
+        let tau = mark.max(t);
         if let Some(min_gen) = self.min_live_generation() {
             self.stats.expired_entries += self.index.expire_before(min_gen) as u64;
             self.dropped_below = self.dropped_below.max(Some(min_gen));
@@ -357,7 +399,7 @@ impl Engine {
         let found = self.index.find(&query, &mut self.scratch, &mut qs);
         self.add_query_stats(&qs);
         let gen = self.window.generation(t);
-        let late = gen < min_gen;
+        let late = gen < self.window.min_live_generation(mark);
         match found {
             Some((r, m)) => {
                 let (cluster, matched_time) = match self.index.get(r) {
@@ -367,7 +409,7 @@ impl Engine {
                 // Ties prefer the newest generation, so an existing copy in `gen` wins and no
                 // second copy is made.
                 if r.gen < gen && !late {
-                    self.refresh(r, key, t, gen);
+                    self.refresh(r, key, gen);
                 }
                 let matched = cluster.clone();
                 Verdict::Duplicate(Duplicate {
@@ -394,6 +436,13 @@ impl Engine {
                     text_hash: a.text_hash,
                     tokens: a.token_set.as_slice().into(),
                 };
+                // A rerun of input already in the window finds its own entry: never a second copy.
+                if self.index.has_copy(gen, id, a.text_hash) {
+                    return Verdict::Unique {
+                        empty: false,
+                        late: false,
+                    };
+                }
                 self.pending.push((gen, entry.clone()));
                 // A replayed post may find its own entry already replicated back.
                 if !self.index.contains(gen, &key) {
@@ -409,11 +458,14 @@ impl Engine {
 
     /// Copies a matched representative into the post's (newer) generation, so a cluster that
     /// keeps receiving duplicates stays in the window.
-    fn refresh(&mut self, r: EntryRef, key: OrderKey, t: i64, gen: i64) {
+    /// The copy keeps the representative's own event time (reported as `matched_created_at`).
+    fn refresh(&mut self, r: EntryRef, key: OrderKey, gen: i64) {
         let Some(old) = self.index.get(r) else { return };
+        if self.index.has_copy(gen, &old.id, old.text_hash) {
+            return;
+        }
         let copy = Entry {
             key,
-            time: EventTime(t),
             ..old.clone()
         };
         self.pending.push((gen, copy.clone()));
@@ -446,6 +498,7 @@ mod tests {
                 window_secs: 1000,
                 generation_secs: 100,
                 max_future_secs: 0,
+                max_watermark_step_secs: 0,
             },
             empty_posts: EmptyPolicy::Pass,
             order_tick_secs: 0,

@@ -36,7 +36,9 @@ const LOG_HEADING: &str = "Logging (every command)";
 const EXIT_CODES: &str = "Exit codes: 0 done (`run`, `passthrough`: stopped by SIGINT/SIGTERM after \
 draining); 1 runtime failure (I/O, Kafka, state store; outputs consistent up to the last checkpoint \
 or committed offset), or a `run`/`passthrough` shutdown that overran `kafka.shutdown_timeout_ms` \
-by 2 s (an unreachable broker); 2 usage or configuration error; 130 `dedup` interrupted by a signal after a \
+by 2 s (an unreachable broker); 2 usage or configuration error; 3 `dedup` refused: the state dir \
+already completed a run of this input file (new --state-dir to start fresh, --no-resume to decide it \
+again); 130 `dedup` interrupted by a signal after a \
 clean checkpoint (rerun the same command to resume), or a second signal to `dedup`, `run` or \
 `passthrough`, which exits at once. The other commands have no drain: a signal ends them as it \
 ends any program. Each command's --help has the details.";
@@ -107,7 +109,9 @@ pub fn run(cli: Cli) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::app::common::{EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE};
+    use crate::app::common::{
+        EXIT_ALREADY_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE,
+    };
     use clap::CommandFactory;
 
     /// Every subcommand, nested ones too, shows at least one example in its --help.
@@ -136,6 +140,7 @@ mod tests {
             (EXIT_OK, "0 done"),
             (EXIT_FAILURE, "1 runtime failure"),
             (EXIT_USAGE, "2 usage"),
+            (EXIT_ALREADY_DONE, "3 `dedup` refused"),
             (EXIT_INTERRUPTED, "130 `dedup` interrupted"),
         ] {
             assert!(

@@ -20,6 +20,8 @@ pub const EXIT_FAILURE: u8 = 1;
 pub const EXIT_USAGE: u8 = 2;
 /// Exit code: stopped by SIGINT/SIGTERM after a clean checkpoint; rerun the same command to resume.
 pub const EXIT_INTERRUPTED: u8 = 130;
+/// Exit code: `dedup` refused to decide again an input file its state dir already completed.
+pub const EXIT_ALREADY_DONE: u8 = 3;
 
 /// A command's outcome: its exit code, or an exit code and the message printed before exiting.
 pub(crate) type CmdResult = Result<u8, (u8, String)>;

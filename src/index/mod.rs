@@ -174,6 +174,16 @@ impl Index {
         self.segment(gen).is_some_and(|s| s.keys.contains(key))
     }
 
+    /// Whether generation `gen` holds a copy of representative `id` with this text (a rerun or
+    /// a refresh would otherwise add a second one).
+    pub fn has_copy(&self, gen: i64, id: &PostId, text_hash: u64) -> bool {
+        self.segment(gen).is_some_and(|s| {
+            s.exact
+                .get(&text_hash)
+                .is_some_and(|&slot| s.entries[slot as usize].id == *id)
+        })
+    }
+
     fn segment(&self, gen: i64) -> Option<&Segment> {
         self.segments.iter().find(|s| s.gen == gen)
     }

@@ -17,6 +17,9 @@ pub(crate) enum Scalar<'de> {
     U64(u64),
     I64(i64),
     F64(f64),
+    /// An integer too large for 64 bits, as its decimal text (id paths only, see
+    /// `PathSet::add_id`).
+    BigInt(&'de str),
     Bool(bool),
     Null,
     /// An object or an array; its contents are not kept here.
@@ -36,6 +39,8 @@ struct Node {
     key: Box<str>,
     children: Vec<u32>,
     slot: Option<usize>,
+    /// Numbers here are read from their text, so integers past 64 bits stay exact.
+    exact_ints: bool,
 }
 
 /// The watched paths as a trie of object keys; node 0 is the top-level object.
@@ -53,6 +58,7 @@ impl PathSet {
                 key: "".into(),
                 children: Vec::new(),
                 slot: None,
+                exact_ints: false,
             }],
             slots: 0,
         }
@@ -80,12 +86,23 @@ impl PathSet {
         slot
     }
 
+    /// Like `add`, for an id: an integer too large for 64 bits is kept as its decimal text
+    /// ([`Scalar::BigInt`]) instead of being rounded to a float.
+    pub(crate) fn add_id(&mut self, path: &str) -> usize {
+        let slot = self.add(path);
+        if let Some(n) = self.nodes.iter_mut().find(|n| n.slot == Some(slot)) {
+            n.exact_ints = true;
+        }
+        slot
+    }
+
     fn push_child(&mut self, parent: usize, key: &str) -> usize {
         let index = self.nodes.len();
         self.nodes.push(Node {
             key: key.into(),
             children: Vec::new(),
             slot: None,
+            exact_ints: false,
         });
         // node counts stay tiny (a few dozen at most), far below u32::MAX
         self.nodes[parent].children.push(index as u32);
@@ -205,6 +222,27 @@ impl<'de> Visitor<'de> for NodeVisitor<'_, 'de> {
         }
         while let Some(child) = map.next_key_seed(KeySeed { paths, node })? {
             match child {
+                Some(child) if paths.nodes[child].exact_ints => {
+                    let raw: &'de serde_json::value::RawValue = map.next_value()?;
+                    let text = raw.get();
+                    let digits = text.strip_prefix('-').unwrap_or(text);
+                    let big = !digits.is_empty()
+                        && digits.bytes().all(|b| b.is_ascii_digit())
+                        && text.parse::<i64>().is_err()
+                        && text.parse::<u64>().is_err();
+                    let mut v = NodeVisitor {
+                        paths,
+                        node: child,
+                        slots: &mut *slots,
+                    };
+                    if big {
+                        v.put(Scalar::BigInt(text));
+                    } else {
+                        let mut de = serde_json::Deserializer::from_str(text);
+                        serde::de::DeserializeSeed::deserialize(v, &mut de)
+                            .map_err(serde::de::Error::custom)?;
+                    }
+                }
                 Some(child) => map.next_value_seed(NodeVisitor {
                     paths,
                     node: child,

@@ -173,6 +173,16 @@ impl Decoder {
         })
     }
 
+    /// The id of a line `decode` rejected, if it can be read (the line is a JSON object, after
+    /// invalid UTF-8 is replaced, with a usable id): rejected records then name their post.
+    pub fn id_of_rejected(&self, line: &[u8]) -> Option<PostId> {
+        let json = String::from_utf8_lossy(trim_line(line));
+        let mut slots = empty_slots();
+        self.paths.extract(&json, &mut slots).ok()?;
+        let chosen = self.plan.choose(&slots);
+        self.id(&slots, chosen.id).ok()
+    }
+
     fn id(&self, slots: &Slots<'_>, slot: Option<usize>) -> Result<PostId, Rejection> {
         let empty = |what: &str| reject(RejectReason::EmptyId, format!("id is {what}"));
         let value = slot.and_then(|s| get(slots, s)).ok_or_else(|| {
@@ -187,6 +197,7 @@ impl Decoder {
             Scalar::Str(s) => Ok(PostId(s.to_string())),
             Scalar::U64(n) => Ok(PostId(n.to_string())),
             Scalar::I64(n) => Ok(PostId(n.to_string())),
+            Scalar::BigInt(n) => Ok(PostId(n.to_string())),
             Scalar::Null => Err(empty("null")),
             other => Err(empty(type_name(other))),
         }
@@ -251,6 +262,7 @@ fn user_of(value: &Scalar<'_>) -> Option<String> {
         Scalar::Str(s) if !s.is_empty() => Some(s.to_string()),
         Scalar::U64(n) => Some(n.to_string()),
         Scalar::I64(n) => Some(n.to_string()),
+        Scalar::BigInt(n) => Some(n.to_string()),
         _ => None,
     }
 }
@@ -263,6 +275,7 @@ fn type_name(value: &Scalar<'_>) -> &'static str {
     match value {
         Scalar::Str(_) => "a string",
         Scalar::U64(_) | Scalar::I64(_) => "an integer",
+        Scalar::BigInt(_) => "an integer past 64 bits",
         Scalar::F64(_) => "a float",
         Scalar::Bool(_) => "a boolean",
         Scalar::Null => "null",

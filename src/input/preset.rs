@@ -66,7 +66,7 @@ impl Plan {
         match cfg.preset {
             Preset::Generic => {
                 let plan = GenericPlan {
-                    id: paths.add(&cfg.id_field),
+                    id: paths.add_id(&cfg.id_field),
                     text: paths.add(&cfg.text_field),
                     time: paths.add(&cfg.time_field),
                     user: paths.add(&cfg.user_field),
@@ -79,7 +79,7 @@ impl Plan {
             }
             Preset::Weibo => {
                 let plan = WeiboPlan {
-                    ids: ["idstr", "mid", "id"].map(|p| paths.add(p)),
+                    ids: ["idstr", "mid", "id"].map(|p| paths.add_id(p)),
                     is_long: paths.add("isLongText"),
                     long_text: paths.add("longText.longTextContent"),
                     text: paths.add("text"),

@@ -32,7 +32,7 @@ pub struct FileJob {
     pub state_dir: Option<PathBuf>,
     /// Draw a progress bar on stderr when it is a terminal.
     pub progress: bool,
-    /// Start a new run even if the state holds an interrupted run of the same input.
+    /// Start a new run even if the state holds an interrupted or completed run of the same input.
     pub no_resume: bool,
     /// The analysis settings' identifier, stored in the state dir (see `Store::open`).
     pub analysis_id: String,
@@ -57,6 +57,22 @@ pub enum PipelineError {
     /// Configuration problem.
     #[error("{0}")]
     Config(String),
+    /// The state dir already completed a run of this input file.
+    #[error("state dir {state} already completed a run of {input} ({records} records: {unique} unique, {duplicates} duplicates, {rejected} rejected); its outputs stand. Deciding the same input again against the window it left would give other verdicts. To start fresh use a new --state-dir (or delete this one); to decide it again anyway pass --no-resume")]
+    AlreadyDone {
+        /// The state dir.
+        state: PathBuf,
+        /// The input.
+        input: String,
+        /// Records of the completed run.
+        records: u64,
+        /// Its unique posts.
+        unique: u64,
+        /// Its duplicates.
+        duplicates: u64,
+        /// Its rejected records.
+        rejected: u64,
+    },
 }
 
 /// Counts of a finished (or interrupted) run.
@@ -68,6 +84,8 @@ pub struct Summary {
     pub unique: u64,
     /// Of the unique posts, those empty after normalization.
     pub empty: u64,
+    /// Of the unique posts, those older than the window (passed without comparison).
+    pub late: u64,
     /// Duplicate events.
     pub duplicates: u64,
     /// Rejected records.
@@ -78,6 +96,8 @@ pub struct Summary {
     pub resumed_at_record: Option<u64>,
     /// Whether the input was read to the end.
     pub completed: bool,
+    /// The output whose reader went away (a closed pipe), which ended the run early.
+    pub output_closed: Option<String>,
     /// Live index entries at the end.
     pub index_entries: usize,
     /// Entries rebuilt from the state dir at start.
@@ -102,8 +122,23 @@ impl Summary {
 struct Output {
     path: String,
     writer: Box<dyn Write>,
+    /// The file to sync at checkpoints: regular files only (`/dev/null`, pipes and terminals
+    /// cannot be synced, truncated or resumed).
     file: Option<File>,
     written: u64,
+    /// The reader went away (EPIPE): nothing more is written or flushed.
+    closed: bool,
+}
+
+/// Whether an output path names an existing device, pipe or socket (`/dev/null`, a fifo) rather
+/// than a regular file: such outputs may be shared by several outputs and are never synced.
+pub fn is_stream(path: &str) -> bool {
+    path != "-" && std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
+}
+
+/// A write to an output whose reader went away (`| head -1`): the run stops quietly.
+fn is_closed(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::BrokenPipe
 }
 
 impl Output {
@@ -116,6 +151,7 @@ impl Output {
                 writer,
                 file: None,
                 written: 0,
+                closed: false,
             });
         }
         let io = |what, source| PipelineError::Io {
@@ -123,6 +159,20 @@ impl Output {
             path: path.to_string(),
             source,
         };
+        if is_stream(path) {
+            // A device or a pipe: written as a stream, never truncated, synced or resumed.
+            let file = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(|e| io("cannot open output", e))?;
+            return Ok(Output {
+                path: path.into(),
+                writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
+                file: None,
+                written: 0,
+                closed: false,
+            });
+        }
         if let Some(parent) = Path::new(path)
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
@@ -149,20 +199,35 @@ impl Output {
             writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
             file: Some(clone),
             written,
+            closed: false,
         })
     }
 
-    fn write_record(&mut self, rec: &[u8]) -> Result<(), PipelineError> {
-        self.writer
+    /// Writes one record; `Ok(false)` when the output's reader has gone away.
+    fn write_record(&mut self, rec: &[u8]) -> Result<bool, PipelineError> {
+        if self.closed {
+            return Ok(false);
+        }
+        let r = self
+            .writer
             .write_all(rec)
-            .and_then(|_| self.writer.write_all(b"\n"))
-            .map_err(|source| PipelineError::Io {
-                what: "cannot write",
-                path: self.path.clone(),
-                source,
-            })?;
+            .and_then(|_| self.writer.write_all(b"\n"));
+        match r {
+            Ok(()) => {}
+            Err(e) if is_closed(&e) => {
+                self.closed = true;
+                return Ok(false);
+            }
+            Err(source) => {
+                return Err(PipelineError::Io {
+                    what: "cannot write",
+                    path: self.path.clone(),
+                    source,
+                })
+            }
+        }
         self.written += rec.len() as u64 + 1;
-        Ok(())
+        Ok(true)
     }
 
     fn sync(&mut self) -> Result<OutputMark, PipelineError> {
@@ -171,7 +236,13 @@ impl Output {
             path: self.path.clone(),
             source,
         };
-        self.writer.flush().map_err(err)?;
+        if !self.closed {
+            match self.writer.flush() {
+                Ok(()) => {}
+                Err(e) if is_closed(&e) => self.closed = true,
+                Err(e) => return Err(err(e)),
+            }
+        }
         if let Some(f) = &self.file {
             f.sync_data().map_err(err)?;
         }
@@ -183,44 +254,132 @@ impl Output {
 }
 
 struct Input {
-    reader: Box<dyn BufRead>,
+    source: Source,
     offset: u64,
     len: Option<u64>,
 }
 
-fn open_input(path: &str, resume: Option<&RunRecord>) -> Result<(Input, u64), PipelineError> {
+enum Source {
+    File(Box<dyn BufRead>),
+    /// stdin is read on its own thread, so a signal acts while no line arrives.
+    Stdin {
+        lines: std::sync::mpsc::Receiver<std::io::Result<Vec<Vec<u8>>>>,
+        batch: std::vec::IntoIter<Vec<u8>>,
+    },
+}
+
+/// What the next read gave.
+enum Read {
+    /// A line of this many bytes (newline included) is in the buffer.
+    Line(usize),
+    /// The input ended.
+    End,
+    /// `stop` was set while waiting for stdin.
+    Stopped,
+}
+
+impl Input {
+    fn next_line(&mut self, line: &mut Vec<u8>, stop: &AtomicBool) -> std::io::Result<Read> {
+        line.clear();
+        match &mut self.source {
+            Source::File(r) => {
+                let n = r.read_until(b'\n', line)?;
+                Ok(if n == 0 { Read::End } else { Read::Line(n) })
+            }
+            Source::Stdin { lines, batch } => loop {
+                if let Some(l) = batch.next() {
+                    *line = l;
+                    return Ok(Read::Line(line.len()));
+                }
+                match lines.recv_timeout(Duration::from_millis(100)) {
+                    Ok(Ok(b)) if b.is_empty() => return Ok(Read::End),
+                    Ok(Ok(b)) => *batch = b.into_iter(),
+                    Ok(Err(e)) => return Err(e),
+                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(Read::End),
+                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                        if stop.load(Ordering::Relaxed) {
+                            return Ok(Read::Stopped);
+                        }
+                    }
+                }
+            },
+        }
+    }
+}
+
+/// Reads stdin on a thread, in batches of lines (a batch is sent as soon as no more input is
+/// buffered, so a slow producer's lines are not held back); an empty batch means end of input.
+fn stdin_lines() -> std::sync::mpsc::Receiver<std::io::Result<Vec<Vec<u8>>>> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(64);
+    std::thread::spawn(move || {
+        let mut reader = BufReader::with_capacity(1 << 20, std::io::stdin().lock());
+        loop {
+            let mut batch = Vec::new();
+            let mut ended = false;
+            loop {
+                let mut line = Vec::new();
+                match reader.read_until(b'\n', &mut line) {
+                    Ok(0) => {
+                        ended = true;
+                        break;
+                    }
+                    Ok(_) => batch.push(line),
+                    Err(e) => {
+                        let _ = tx.send(Ok(batch));
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                }
+                if batch.len() >= 256 || reader.buffer().is_empty() {
+                    break;
+                }
+            }
+            if !batch.is_empty() && tx.send(Ok(batch)).is_err() {
+                return;
+            }
+            if ended {
+                let _ = tx.send(Ok(Vec::new()));
+                return;
+            }
+        }
+    });
+    rx
+}
+
+fn open_input(
+    path: &str,
+    resume: Option<&RunRecord>,
+    stop: &AtomicBool,
+) -> Result<(Input, u64), PipelineError> {
     let io = |what, source| PipelineError::Io {
         what,
         path: path.to_string(),
         source,
     };
     if path == "-" {
-        let mut reader: Box<dyn BufRead> =
-            Box::new(BufReader::with_capacity(1 << 20, std::io::stdin()));
+        let mut input = Input {
+            source: Source::Stdin {
+                lines: stdin_lines(),
+                batch: Vec::new().into_iter(),
+            },
+            offset: resume.map_or(0, |r| r.input_offset),
+            len: None,
+        };
         let mut skipped = 0;
         if let Some(run) = resume {
             // stdin cannot seek: skip the records the checkpoint already covers.
             let mut buf = Vec::new();
             while skipped < run.records {
-                buf.clear();
-                if reader
-                    .read_until(b'\n', &mut buf)
+                match input
+                    .next_line(&mut buf, stop)
                     .map_err(|e| io("cannot read", e))?
-                    == 0
                 {
-                    break;
+                    Read::Line(_) => skipped += 1,
+                    Read::End | Read::Stopped => break,
                 }
-                skipped += 1;
             }
         }
-        return Ok((
-            Input {
-                reader,
-                offset: resume.map_or(0, |r| r.input_offset),
-                len: None,
-            },
-            skipped,
-        ));
+        return Ok((input, skipped));
     }
     let mut file = File::open(path).map_err(|e| io("cannot open input", e))?;
     let len = file.metadata().map(|m| m.len()).ok();
@@ -238,7 +397,7 @@ fn open_input(path: &str, resume: Option<&RunRecord>) -> Result<(Input, u64), Pi
     let skipped = resume.map_or(0, |r| r.records);
     Ok((
         Input {
-            reader: Box::new(BufReader::with_capacity(1 << 20, file)),
+            source: Source::File(Box::new(BufReader::with_capacity(1 << 20, file))),
             offset,
             len,
         },
@@ -286,13 +445,32 @@ pub fn run(
         Some(s) => s.checkpoint()?.unwrap_or_default(),
         None => Checkpoint::default(),
     };
+    if let (Some(run), Some(dir)) = (cp.run.as_ref(), job.state_dir.as_ref()) {
+        // stdin is a new stream every time; a file of the same name is the same input.
+        if run.completed && !job.no_resume && job.input != "-" && run.input == job.input {
+            return Err(PipelineError::AlreadyDone {
+                state: dir.clone(),
+                input: run.input.clone(),
+                records: run.records,
+                unique: run.counts[0],
+                duplicates: run.counts[1],
+                rejected: run.counts[2],
+            });
+        }
+    }
     let resume = resumable(job, &cp);
     let mut summary = Summary::default();
     if let Some(s) = &store {
         let t = Instant::now();
-        let min_gen = crate::engine::min_live_generation(engine.window(), &cp.watermarks);
+        let marks = if cp.window_marks.is_empty() {
+            &cp.watermarks
+        } else {
+            &cp.window_marks
+        };
+        let min_gen = crate::engine::min_live_generation(engine.window(), marks);
         let loaded = s.load(min_gen, cp.next_seq)?;
         summary.restored_entries = loaded.entries;
+        engine.restore_window_marks(marks);
         engine.restore(cp.watermarks.clone(), loaded.generations);
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(
@@ -302,7 +480,7 @@ pub fn run(
             "state restored"
         );
     }
-    let (mut input, skipped) = open_input(&job.input, resume.as_ref())?;
+    let (mut input, skipped) = open_input(&job.input, resume.as_ref(), stop)?;
     let mark = |p: &str| {
         resume
             .as_ref()
@@ -343,19 +521,23 @@ pub fn run(
         if stop.load(Ordering::Relaxed) {
             break;
         }
-        line.clear();
-        let n = input
-            .reader
-            .read_until(b'\n', &mut line)
+        let read = input
+            .next_line(&mut line, stop)
             .map_err(|source| PipelineError::Io {
                 what: "cannot read",
                 path: job.input.clone(),
                 source,
             })?;
-        if n == 0 {
-            completed = true;
-            break;
-        }
+        let n = match read {
+            Read::Line(n) => n,
+            Read::Stopped => break,
+            // A signal that came with the end of input (its producer stopped too) still
+            // means the run was interrupted: it is not recorded as completed.
+            Read::End => {
+                completed = !stop.load(Ordering::Relaxed);
+                break;
+            }
+        };
         input.offset += n as u64;
         if line.last() == Some(&b'\n') {
             line.pop();
@@ -369,7 +551,10 @@ pub fn run(
             Sink::Duplicate => 1,
             Sink::Rejected => 2,
         };
-        outs[i].write_record(&emitted.record)?;
+        if !outs[i].write_record(&emitted.record)? {
+            summary.output_closed = Some(outs[i].path.clone());
+            break;
+        }
         proc.output_done();
         if ctx.records.is_multiple_of(4096) {
             proc.flush_metrics();
@@ -388,6 +573,9 @@ pub fn run(
         }
     }
     ctx.checkpoint(&mut proc, &mut outs, input.offset, completed)?;
+    if let Some(o) = outs.iter().find(|o| o.closed) {
+        summary.output_closed.get_or_insert_with(|| o.path.clone());
+    }
     proc.flush_metrics();
     if let Some(pb) = pb {
         pb.finish_and_clear();
@@ -411,6 +599,7 @@ fn tally(e: &Emitted, s: &mut Summary, counts: &mut [u64; 3], reasons: &mut [u64
             s.unique += 1;
             counts[0] += 1;
             s.empty += u64::from(e.empty);
+            s.late += u64::from(e.late);
         }
         Sink::Duplicate => {
             s.duplicates += 1;
@@ -476,6 +665,7 @@ impl RunCtx<'_> {
         let cp = Checkpoint {
             next_seq: self.seq,
             watermarks: proc.engine().watermarks().clone(),
+            window_marks: proc.engine().window_marks(),
             run: Some(RunRecord {
                 input: self.job.input.clone(),
                 input_offset: offset,

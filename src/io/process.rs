@@ -33,6 +33,8 @@ pub struct Emitted {
     pub reason: Option<RejectReason>,
     /// Whether a unique post was empty after normalization.
     pub empty: bool,
+    /// Whether a unique post was older than the window (passed without comparison).
+    pub late: bool,
 }
 
 impl Default for Emitted {
@@ -45,6 +47,7 @@ impl Default for Emitted {
             method: None,
             reason: None,
             empty: false,
+            late: false,
         }
     }
 }
@@ -132,6 +135,7 @@ impl<'t> Processor<'t> {
         out.method = None;
         out.reason = None;
         out.empty = false;
+        out.late = false;
         out.id = None;
         metrics::global().post_in();
         if let Some(c) = &mut self.clock {
@@ -164,7 +168,10 @@ impl<'t> Processor<'t> {
         };
         out.sink = records::verdict_record(&mut out.record, &v, &decided, &self.output);
         match v {
-            Verdict::Unique { empty, .. } => out.empty = empty,
+            Verdict::Unique { empty, late } => {
+                out.empty = empty;
+                out.late = late;
+            }
             Verdict::Duplicate(d) => {
                 out.method = Some(d.matched_by.method);
                 out.cluster = Some(d.cluster);

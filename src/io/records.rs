@@ -2,7 +2,7 @@
 //!
 //! - unique: the original post JSON, byte for byte; with enrichment (or for an empty post) one
 //!   object is added under the configured key: `{"schema":"simdedup.unique.v1","simhash":"hex",
-//!   "tokens":[...],"empty":bool}`.
+//!   "tokens":[...],"empty":bool}`; a post older than the window also gets `"late":true` there.
 //! - duplicate event: `{"schema":"simdedup.duplicate.v1","post_id","cluster_id","matched_id",
 //!   "method","distance","similarity","overlap","text_similarity","created_at",
 //!   "matched_created_at"}`.
@@ -40,6 +40,17 @@ struct Enrichment<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     tokens: Option<Vec<&'a str>>,
     empty: bool,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    late: bool,
+}
+
+/// A unique post's marks beside its analysis.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Marks {
+    /// The text normalized to nothing.
+    pub empty: bool,
+    /// Older than the window: passed without comparison.
+    pub late: bool,
 }
 
 /// Appends a unique-post record (without newline) to `out`. `raw` must be the JSON object the
@@ -48,15 +59,31 @@ pub fn unique_record(
     out: &mut Vec<u8>,
     raw: &[u8],
     a: Option<&Analyzed>,
-    empty: bool,
+    marks: Marks,
     enrich: bool,
     key: &str,
 ) {
-    let body = trim_ascii_end(raw);
-    if !(enrich || empty) || body.last() != Some(&b'}') {
-        out.extend_from_slice(body);
+    let Marks { empty, late } = marks;
+    if !(enrich || empty || late) {
+        // Byte for byte, a trailing `\r` (CRLF input) included.
+        out.extend_from_slice(raw);
         return;
     }
+    let body = trim_ascii_end(raw);
+    if body.last() != Some(&b'}') {
+        out.extend_from_slice(raw);
+        return;
+    }
+    let trailer = &raw[body.len()..];
+    // An input that already has the key gets it replaced, never twice.
+    let without;
+    let body = match member_span(body, key) {
+        Some((from, to)) => {
+            without = [&body[..from], &body[to..]].concat();
+            &without[..]
+        }
+        None => body,
+    };
     let e = Enrichment {
         schema: UNIQUE_SCHEMA,
         simhash: enrich
@@ -66,6 +93,7 @@ pub fn unique_record(
             .then(|| a.map(|a| a.tokens.iter().map(|t| t.word.as_str()).collect()))
             .flatten(),
         empty,
+        late,
     };
     let inner = &body[..body.len() - 1];
     out.extend_from_slice(inner);
@@ -77,6 +105,53 @@ pub fn unique_record(
     out.push(b':');
     let _ = serde_json::to_writer(&mut *out, &e);
     out.push(b'}');
+    out.extend_from_slice(trailer);
+}
+
+/// The byte range of the top-level member `key` of a JSON object (with the comma that separates
+/// it from its neighbour), if present. Only called for objects quoting the key somewhere.
+fn member_span(obj: &[u8], key: &str) -> Option<(usize, usize)> {
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    use serde_json::value::RawValue;
+    let quoted = serde_json::to_vec(key).ok()?;
+    if !obj.windows(quoted.len()).any(|w| w == quoted.as_slice()) {
+        return None;
+    }
+    let text = std::str::from_utf8(obj).ok()?;
+    struct Members<'a>(&'a str);
+    impl<'de> Visitor<'de> for Members<'_> {
+        type Value = Vec<(bool, usize, usize)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut spans = Vec::new();
+            while let Some(k) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let v: &'de RawValue = map.next_value()?;
+                let start = v.get().as_ptr() as usize;
+                spans.push((k == self.0, start, start + v.get().len()));
+            }
+            Ok(spans)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let spans = (&mut de).deserialize_map(Members(key)).ok()?;
+    let base = text.as_ptr() as usize;
+    let spans: Vec<(bool, usize, usize)> = spans
+        .into_iter()
+        .map(|(hit, a, b)| (hit, a - base, b - base))
+        .collect();
+    let i = spans.iter().rposition(|(hit, _, _)| *hit)?;
+    if i > 0 {
+        // From the end of the previous value: `, "key": value`.
+        Some((spans[i - 1].2, spans[i].2))
+    } else if let Some(next) = spans.get(1) {
+        // The first member: up to the next member's key (found after the comma).
+        let comma = obj[spans[0].2..next.1].iter().position(|b| *b == b',')? + spans[0].2;
+        Some((obj.iter().position(|b| *b == b'{')? + 1, comma + 1))
+    } else {
+        Some((obj.iter().position(|b| *b == b'{')? + 1, spans[0].2))
+    }
 }
 
 #[derive(Serialize)]
@@ -169,12 +244,15 @@ pub fn verdict_record(
     cfg: &OutputConfig,
 ) -> Sink {
     match v {
-        Verdict::Unique { empty, .. } => {
+        Verdict::Unique { empty, late } => {
             unique_record(
                 out,
                 post.raw,
                 Some(post.analyzed),
-                *empty,
+                Marks {
+                    empty: *empty,
+                    late: *late,
+                },
                 cfg.enrich,
                 &cfg.enrich_key,
             );
@@ -215,11 +293,42 @@ mod tests {
             &mut out,
             br#"{"id":"1","text":"x"}  "#,
             None,
-            false,
+            Marks::default(),
             false,
             "simdedup",
         );
-        assert_eq!(out, br#"{"id":"1","text":"x"}"#);
+        assert_eq!(out, br#"{"id":"1","text":"x"}  "#);
+        out.clear();
+        unique_record(
+            &mut out,
+            b"{\"id\":\"1\"}\r",
+            None,
+            Marks::default(),
+            false,
+            "simdedup",
+        );
+        assert_eq!(out, b"{\"id\":\"1\"}\r", "CRLF input keeps its \\r");
+    }
+
+    #[test]
+    fn an_existing_enrich_key_is_replaced_not_repeated() {
+        for raw in [
+            r#"{"id":"1","simdedup":{"old":1},"text":"x"}"#,
+            r#"{"simdedup":[1,{"a":"}"}], "id":"1","text":"x"}"#,
+            r#"{"id":"1","text":"x","simdedup":null}"#,
+            r#"{"simdedup":1}"#,
+        ] {
+            let mut out = Vec::new();
+            let marks = Marks {
+                empty: true,
+                late: false,
+            };
+            unique_record(&mut out, raw.as_bytes(), None, marks, false, "simdedup");
+            let text = String::from_utf8(out).unwrap();
+            assert_eq!(text.matches("\"simdedup\"").count(), 1, "{text}");
+            let v: serde_json::Value = serde_json::from_str(&text).expect(&text);
+            assert_eq!(v["simdedup"]["empty"], true, "{text}");
+        }
     }
 
     #[test]
@@ -229,7 +338,10 @@ mod tests {
             &mut out,
             br#"{"id":"1","text":"[doge]"}"#,
             None,
-            true,
+            Marks {
+                empty: true,
+                late: false,
+            },
             false,
             "simdedup",
         );

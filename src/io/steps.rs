@@ -15,7 +15,7 @@ use crate::types::{EventTime, PostId, RejectReason, Rejection};
 pub struct Rejected {
     /// Why.
     pub rejection: Rejection,
-    /// The post id, for a post that decoded but failed a time check.
+    /// The post id whenever it could be read (also for a record that failed to decode).
     pub id: Option<PostId>,
 }
 
@@ -41,7 +41,7 @@ impl Admission {
     pub fn admit(&self, line: &[u8]) -> Result<Decoded, Rejected> {
         let post = self.decoder.decode(line).map_err(|rejection| Rejected {
             rejection,
-            id: None,
+            id: self.decoder.id_of_rejected(line),
         })?;
         match future_time(post.created_at, self.now, self.max_future_secs) {
             Some(rejection) => Err(Rejected {

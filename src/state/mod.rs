@@ -22,13 +22,24 @@ const KEY_ANALYSIS: &[u8] = b"analysis_id";
 /// Errors of the durable store. All are fatal for the process: nothing is committed past them.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    /// sled could not open the directory (another process may hold its lock).
-    #[error("cannot open state dir {path}: {source} (is another simdedup process using it?)")]
+    /// sled could not open the directory for a reason other than its lock or damage.
+    #[error("cannot open state dir {path}: {source}{hint}")]
     Open {
         /// The state dir.
         path: PathBuf,
         /// The cause.
         source: sled::Error,
+        /// What to do about it, by cause (disk full, permission).
+        hint: &'static str,
+    },
+    /// The directory's database is damaged: sled reports corruption or panics reading it, or
+    /// its file has content but no simdedup records (zeroed or truncated).
+    #[error("state dir {path} is damaged ({detail}); move it aside or delete it to start fresh (outputs written so far stay valid up to its last checkpoint)")]
+    Damaged {
+        /// The state dir.
+        path: PathBuf,
+        /// What is wrong.
+        detail: String,
     },
     /// Another process (a running `dedup` worker) holds sled's exclusive lock on the directory.
     #[error("state dir {path} is in use by a running worker (sled lock); stop it, or inspect a copy of the dir")]
@@ -104,6 +115,10 @@ pub struct Checkpoint {
     pub next_seq: u64,
     /// Event-time watermark per partition (one partition, 0, for files).
     pub watermarks: std::collections::BTreeMap<u32, i64>,
+    /// Window watermark per partition (what expiry goes by; below `watermarks` after an
+    /// unconfirmed outlying time). Absent in checkpoints of earlier versions.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub window_marks: std::collections::BTreeMap<u32, i64>,
     /// The file run this checkpoint belongs to.
     pub run: Option<RunRecord>,
 }
@@ -137,6 +152,17 @@ struct Scan {
 impl Store {
     /// Opens (or creates) the store and checks it was built with the same analysis settings.
     pub fn open(path: &Path, analysis_id: &str, cache_bytes: u64) -> Result<Store, StateError> {
+        guarded(path, || Store::open_unguarded(path, analysis_id, cache_bytes))
+    }
+
+    fn open_unguarded(
+        path: &Path,
+        analysis_id: &str,
+        cache_bytes: u64,
+    ) -> Result<Store, StateError> {
+        // A database file with content always holds the analysis id (written and flushed at
+        // creation): without it, the file was zeroed or cut and sled silently started empty.
+        let had_data = std::fs::metadata(path.join("db")).is_ok_and(|m| m.len() > 0);
         // Checkpoints flush explicitly; sled's periodic background flush would only compete with
         // the pipeline for the core.
         let db = sled::Config::new()
@@ -145,8 +171,8 @@ impl Store {
             .flush_every_ms(None)
             .open()
             .map_err(|e| open_error(path, e))?;
-        let meta = db.open_tree("meta")?;
-        match meta.get(KEY_ANALYSIS)? {
+        let meta = db.open_tree("meta").map_err(|e| open_error(path, e))?;
+        match meta.get(KEY_ANALYSIS).map_err(|e| open_error(path, e))? {
             Some(v) if v.as_ref() != analysis_id.as_bytes() => {
                 return Err(StateError::AnalysisMismatch {
                     path: path.into(),
@@ -155,8 +181,15 @@ impl Store {
                 })
             }
             Some(_) => {}
+            None if had_data => {
+                return Err(StateError::Damaged {
+                    path: path.into(),
+                    detail: "its sled database file has content but no simdedup records".into(),
+                })
+            }
             None => {
                 meta.insert(KEY_ANALYSIS, analysis_id.as_bytes())?;
+                db.flush().map_err(|e| open_error(path, e))?;
             }
         }
         let entries = db.open_tree("entries")?;
@@ -173,6 +206,14 @@ impl Store {
     /// takes its exclusive lock (so a running worker makes this fail with `Locked`) and may run
     /// its own log recovery, the same recovery a resumed run would do.
     pub fn open_read_only(
+        path: &Path,
+        analysis_id: &str,
+        cache_bytes: u64,
+    ) -> Result<Store, StateError> {
+        guarded(path, || Store::open_read_only_unguarded(path, analysis_id, cache_bytes))
+    }
+
+    fn open_read_only_unguarded(
         path: &Path,
         analysis_id: &str,
         cache_bytes: u64,
@@ -227,6 +268,10 @@ impl Store {
 
     /// The last checkpoint, if any.
     pub fn checkpoint(&self) -> Result<Option<Checkpoint>, StateError> {
+        guarded(&self.path, || self.checkpoint_unguarded())
+    }
+
+    fn checkpoint_unguarded(&self) -> Result<Option<Checkpoint>, StateError> {
         match self.meta.get(KEY_CHECKPOINT)? {
             None => Ok(None),
             Some(v) => serde_json::from_slice(&v)
@@ -238,6 +283,10 @@ impl Store {
     /// Reads every live generation. Generations below `min_gen` are deleted; entries with
     /// `seq >= next_seq` (written after the last checkpoint) are discarded and deleted.
     pub fn load(&self, min_gen: Option<i64>, next_seq: u64) -> Result<Loaded, StateError> {
+        guarded(&self.path, || self.load_unguarded(min_gen, next_seq))
+    }
+
+    fn load_unguarded(&self, min_gen: Option<i64>, next_seq: u64) -> Result<Loaded, StateError> {
         if let Some(m) = min_gen {
             self.remove_generations_below(m)?;
         }
@@ -355,17 +404,56 @@ impl Store {
     }
 }
 
-/// sled reports a held lock as an `Io` error of kind `Other` whose message names the lock.
+/// Names the real cause of a failed open. sled reports a held lock as an `Io` error of kind
+/// `Other` whose message names the lock.
 fn open_error(path: &Path, source: sled::Error) -> StateError {
-    match &source {
+    let hint = match &source {
         sled::Error::Io(e) if e.to_string().contains("could not acquire lock") => {
-            StateError::Locked { path: path.into() }
+            return StateError::Locked { path: path.into() }
         }
-        _ => StateError::Open {
-            path: path.into(),
-            source,
-        },
+        sled::Error::Corruption { .. } => {
+            return StateError::Damaged {
+                path: path.into(),
+                detail: source.to_string(),
+            }
+        }
+        sled::Error::Io(e) if e.raw_os_error() == Some(28) => {
+            "; the disk is full: free space and rerun the same command"
+        }
+        sled::Error::Io(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            "; check the directory's owner and permissions"
+        }
+        _ => "",
+    };
+    StateError::Open {
+        path: path.into(),
+        source,
+        hint,
     }
+}
+
+/// Runs a store operation, turning a panic inside sled (it panics on some damaged databases
+/// instead of returning an error) into `Damaged`. sled's panic message is kept as the detail
+/// and not printed.
+fn guarded<T>(
+    path: &Path,
+    op: impl FnOnce() -> Result<T, StateError>,
+) -> Result<T, StateError> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(op));
+    std::panic::set_hook(hook);
+    r.unwrap_or_else(|panic| {
+        let detail = panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "sled panicked".into());
+        Err(StateError::Damaged {
+            path: path.into(),
+            detail: format!("sled failed reading it: {detail}"),
+        })
+    })
 }
 
 /// Chunk key: generation (sign bit flipped so negative generations sort first) then the first
@@ -427,6 +515,7 @@ mod tests {
         let cp = Checkpoint {
             next_seq: 3,
             watermarks: [(0, 10)].into(),
+            window_marks: Default::default(),
             run: None,
         };
         store
@@ -466,6 +555,7 @@ mod tests {
         let cp = Checkpoint {
             next_seq: 2,
             watermarks: Default::default(),
+            window_marks: Default::default(),
             run: None,
         };
         store
@@ -492,6 +582,7 @@ mod tests {
         let cp = Checkpoint {
             next_seq: 2,
             watermarks: Default::default(),
+            window_marks: Default::default(),
             run: None,
         };
         store
@@ -517,6 +608,15 @@ mod tests {
             after_drop(|| Store::open_read_only(dir.path(), "b", 1 << 20)),
             Err(StateError::AnalysisMismatch { .. })
         ));
+    }
+
+    #[test]
+    fn a_panic_inside_the_store_becomes_damaged() {
+        let r: Result<(), StateError> = guarded(Path::new("s"), || panic!("cannot find pid 7"));
+        match r {
+            Err(StateError::Damaged { detail, .. }) => assert!(detail.contains("pid 7")),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

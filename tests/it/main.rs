@@ -2,6 +2,7 @@
 //! executable.
 
 mod common;
+mod edges;
 mod inspect;
 #[cfg(feature = "broker-tests")]
 mod kafka_broker;

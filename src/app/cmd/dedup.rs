@@ -7,7 +7,7 @@ use clap::Args;
 
 use crate::app::common::{
     build_tokenizer, load_config, stop_flag, usage, CmdResult, ConfigArgs, MetricsArgs,
-    EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
+    EXIT_ALREADY_DONE, EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK,
 };
 use crate::io::file::{self, FileJob, Summary};
 
@@ -45,7 +45,7 @@ pub struct DedupArgs {
     /// State directory (sled). Without it the window lives in memory and nothing persists.
     #[arg(long, env = "SIMDEDUP_STATE_DIR")]
     pub state_dir: Option<PathBuf>,
-    /// Start a new run even if the state dir holds an interrupted run of this command.
+    /// Start a new run even if the state dir holds an interrupted or completed run of this input.
     #[arg(long)]
     pub no_resume: bool,
     /// Never draw the progress bar (it is drawn only when stderr is a terminal).
@@ -68,7 +68,7 @@ pub(crate) fn run(a: DedupArgs) -> CmdResult {
     cfg.output.enrich |= a.enrich;
     let outs = [&a.unique_out, &a.duplicates_out, &a.rejected_out];
     for (i, x) in outs.iter().enumerate() {
-        if outs[i + 1..].contains(x) {
+        if outs[i + 1..].contains(x) && !file::is_stream(x) {
             return Err(usage(format!(
                 "output {x} is given twice; each output needs its own file"
             )));
@@ -89,13 +89,14 @@ pub(crate) fn run(a: DedupArgs) -> CmdResult {
     };
     let summary = file::run(&job, &cfg.stages(), &tokenizer, &stop).map_err(|e| match e {
         file::PipelineError::Config(m) => usage(m),
+        e @ file::PipelineError::AlreadyDone { .. } => (EXIT_ALREADY_DONE, e.to_string()),
         other => (EXIT_FAILURE, other.to_string()),
     })?;
     eprintln!("{}", render_summary(&summary));
     if summary.completed {
         a.metrics.hold(&stop);
     }
-    Ok(if summary.completed {
+    Ok(if summary.completed || summary.output_closed.is_some() {
         EXIT_OK
     } else {
         EXIT_INTERRUPTED
@@ -131,8 +132,13 @@ pub fn render_summary(s: &Summary) -> String {
             s.restored_entries, s.restore_secs
         ));
     }
+    if s.late > 0 {
+        out.push_str(&format!("; {} late (older than the window, passed as unique)", s.late));
+    }
     out.push_str(&format!("; {} live index entries", s.index_entries));
-    if !s.completed {
+    if let Some(o) = &s.output_closed {
+        out.push_str(&format!("; stopped early: the reader of {o} went away"));
+    } else if !s.completed {
         out.push_str("; interrupted: rerun the same command to resume");
     }
     out
