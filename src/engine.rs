@@ -464,10 +464,7 @@ impl Engine {
         if self.index.has_copy(gen, &old.id, old.text_hash) {
             return;
         }
-        let copy = Entry {
-            key,
-            ..old.clone()
-        };
+        let copy = Entry { key, ..old.clone() };
         self.pending.push((gen, copy.clone()));
         if !self.index.contains(gen, &key) {
             self.index.insert(gen, copy, &mut self.scratch);

@@ -160,7 +160,10 @@ mod tests {
             let sub = cmd.find_subcommand_mut(name).unwrap();
             let help = sub.render_help().to_string();
             let heading = help.find(LOG_HEADING).expect("log heading");
-            assert!(help.find("--log-level").unwrap() > heading, "{name}: {help}");
+            assert!(
+                help.find("--log-level").unwrap() > heading,
+                "{name}: {help}"
+            );
             assert!(help.find("--config").unwrap() < heading, "{name}: {help}");
         }
     }

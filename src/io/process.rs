@@ -4,12 +4,12 @@
 
 use std::time::Instant;
 
-use crate::io::config::{OutputConfig, StageConfig};
-use crate::metrics::{self, Stage};
 use crate::engine::{Analyzed, Analyzer, Engine, Position, Verdict};
 use crate::hist::{Hist, Scale};
+use crate::io::config::{OutputConfig, StageConfig};
 use crate::io::records::{self, Decided};
 use crate::io::steps::Admission;
+use crate::metrics::{self, Stage};
 use crate::text::tokenize::Tokenizer;
 use crate::types::{PostId, RejectReason, Rejection};
 use crate::verify::Method;

@@ -10,8 +10,8 @@
 
 use serde::Serialize;
 
-use crate::io::config::OutputConfig;
 use crate::engine::{Analyzed, Duplicate, Verdict};
+use crate::io::config::OutputConfig;
 use crate::types::{EventTime, PostId, Rejection};
 
 /// Which output a record goes to.

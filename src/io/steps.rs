@@ -135,7 +135,9 @@ mod tests {
         let r = a.admit(line.as_bytes()).unwrap_err();
         assert_eq!(r.rejection.reason, RejectReason::FutureTime);
         assert_eq!(r.id, Some(PostId("7".into())));
-        assert!(a.admit(br#"{"id":"8","text":"x","created_at":1700000000}"#).is_ok());
+        assert!(a
+            .admit(br#"{"id":"8","text":"x","created_at":1700000000}"#)
+            .is_ok());
         assert_eq!(a.admit(b"not json").unwrap_err().id, None);
     }
 
@@ -144,7 +146,8 @@ mod tests {
         let tok = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
         let mut r = PostRouter::new(&tok, 8, &RoutingConfig::default());
         let mut a = Analyzed::default();
-        for text in ["今天早上地铁二号线又停运了", "新开的那家面馆味道一般", ""] {
+        for text in ["今天早上地铁二号线又停运了", "新开的那家面馆味道一般", ""]
+        {
             let p = r.analyze(text, &mut a);
             assert_eq!(r.analyze_with_replicas(text, &mut a).primary, p, "{text}");
             assert!(p < 8);

@@ -39,7 +39,11 @@ fn a_closed_stdout_pipe_ends_the_run_quietly_with_a_checkpoint() {
     std::fs::write(&cfg, "[state]\ncheckpoint_every_records = 100\n").unwrap();
     let command = |unique: &str| {
         let mut c = bin();
-        c.arg("--log-level=warn").arg("dedup").arg("--config").arg(&cfg).arg("--input")
+        c.arg("--log-level=warn")
+            .arg("dedup")
+            .arg("--config")
+            .arg(&cfg)
+            .arg("--input")
             .arg(&input)
             .args(["--unique-out", unique, "--duplicates-out"])
             .arg(&outs.dups)
@@ -50,8 +54,7 @@ fn a_closed_stdout_pipe_ends_the_run_quietly_with_a_checkpoint() {
         c
     };
     let mut c = command("-");
-    c.stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     let mut first = String::new();
     BufReader::new(child.stdout.take().unwrap())
@@ -149,7 +152,10 @@ fn a_post_older_than_the_window_is_marked_late_never_a_silent_unique() {
     let outs = Outs::in_dir(dir.path(), "l");
     let err = String::from_utf8_lossy(&run_ok(outs.command(&input, None)).stderr).into_owned();
     let unique = read_jsonl(&outs.unique);
-    let old = unique.iter().find(|u| u["id"] == "old").expect("old is unique");
+    let old = unique
+        .iter()
+        .find(|u| u["id"] == "old")
+        .expect("old is unique");
     assert_eq!(old["simdedup"]["late"], true, "{old}");
     assert!(unique
         .iter()

@@ -133,7 +133,10 @@ pub fn render_summary(s: &Summary) -> String {
         ));
     }
     if s.late > 0 {
-        out.push_str(&format!("; {} late (older than the window, passed as unique)", s.late));
+        out.push_str(&format!(
+            "; {} late (older than the window, passed as unique)",
+            s.late
+        ));
     }
     out.push_str(&format!("; {} live index entries", s.index_entries));
     if let Some(o) = &s.output_closed {
@@ -143,4 +146,3 @@ pub fn render_summary(s: &Summary) -> String {
     }
     out
 }
-

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::app::common::{build_tokenizer, load_config, usage, CmdResult, ConfigArgs, EXIT_FAILURE, EXIT_OK};
+use crate::app::common::{
+    build_tokenizer, load_config, usage, CmdResult, ConfigArgs, EXIT_FAILURE, EXIT_OK,
+};
 use crate::app::eval;
 
 pub(crate) const EXAMPLES: &str = "Example:

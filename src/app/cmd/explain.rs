@@ -9,8 +9,8 @@ use crate::app::common::{
     EXIT_OK,
 };
 use crate::app::config::Config;
-use crate::engine::{Analyzed, Analyzer, Engine, Position};
 use crate::app::view::{render_verdict, sources_label, VerdictView};
+use crate::engine::{Analyzed, Analyzer, Engine, Position};
 use crate::index::{OrderKey, Query, Sources};
 use crate::text::normalize::Removed;
 use crate::text::tokenize::Tokenizer;

@@ -3,8 +3,8 @@
 use clap::Args;
 
 use crate::app::common::{
-    build_tokenizer, load_config, stop_flag, usage, CmdResult, ConfigArgs, KafkaFlags,
-    MetricsArgs, EXIT_FAILURE, EXIT_OK,
+    build_tokenizer, load_config, stop_flag, usage, CmdResult, ConfigArgs, KafkaFlags, MetricsArgs,
+    EXIT_FAILURE, EXIT_OK,
 };
 
 pub(crate) const EXAMPLES: &str = "Example:

@@ -141,7 +141,8 @@ pub(crate) fn run(a: RunArgs) -> CmdResult {
         // Whichever stage ends first (error or signal) stops the other.
         let route = (a.role != Role::Dedup).then(|| {
             s.spawn(|| {
-                let r = crate::io::kafka::route::run(&kc, &cfg.stages(), &tokenizer, &stop, routing);
+                let r =
+                    crate::io::kafka::route::run(&kc, &cfg.stages(), &tokenizer, &stop, routing);
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 r
             })
@@ -179,4 +180,3 @@ pub(crate) fn run(a: RunArgs) -> CmdResult {
         result
     })
 }
-

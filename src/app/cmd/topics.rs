@@ -137,8 +137,8 @@ pub(crate) fn passthrough(a: PassthroughArgs) -> CmdResult {
         &stop,
         std::time::Duration::from_millis(k.shutdown_timeout_ms),
     );
-    let n = tools::passthrough(&k, &a.from, &a.to, &stop)
-        .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+    let n =
+        tools::passthrough(&k, &a.from, &a.to, &stop).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     eprintln!("simdedup: passed {n} records from {} to {}", a.from, a.to);
     Ok(EXIT_OK)
 }

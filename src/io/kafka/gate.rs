@@ -71,7 +71,9 @@ impl Progress {
 
     /// The bound the latest marker of `partition` published.
     pub(crate) fn bound(&self, partition: u32) -> Bound {
-        self.latest.get(&partition).map_or(Bound::Unknown, |(b, _)| *b)
+        self.latest
+            .get(&partition)
+            .map_or(Bound::Unknown, |(b, _)| *b)
     }
 
     /// The newest marker before `offset`: (its record's offset, the watermark after it). A
@@ -160,8 +162,14 @@ mod tests {
     fn a_key_bound_allows_only_smaller_keys() {
         let b = Bound::Key(key(100, 1, 5));
         assert!(b.allows(&key(99, 2, 9), 0));
-        assert!(b.allows(&key(100, 0, 9), 0), "same time, lower partition first");
-        assert!(!b.allows(&key(100, 2, 0), 0), "same time, higher partition waits");
+        assert!(
+            b.allows(&key(100, 0, 9), 0),
+            "same time, lower partition first"
+        );
+        assert!(
+            !b.allows(&key(100, 2, 0), 0),
+            "same time, higher partition waits"
+        );
         assert!(!b.allows(&key(101, 0, 0), 0));
     }
 
@@ -184,7 +192,10 @@ mod tests {
     #[test]
     fn local_bound_prefers_the_head_then_idleness() {
         let head = key(50, 2, 7);
-        assert_eq!(local_bound(2, Some(head), true, true, None, 0), Bound::Key(head));
+        assert_eq!(
+            local_bound(2, Some(head), true, true, None, 0),
+            Bound::Key(head)
+        );
         assert_eq!(local_bound(2, None, true, false, None, 0), Bound::Idle);
         assert_eq!(local_bound(2, None, false, false, None, 0), Bound::Unknown);
         assert_eq!(
@@ -205,7 +216,11 @@ mod tests {
         assert_eq!(p.bound(4), Bound::Key(key(20, 4, 0)));
         p.note(4, OrderKey::default(), true, None);
         assert_eq!(p.bound(4), Bound::Idle);
-        assert_eq!(p.before(4, 100), Some((19, 20)), "an idle marker keeps the history");
+        assert_eq!(
+            p.before(4, 100),
+            Some((19, 20)),
+            "an idle marker keeps the history"
+        );
     }
 
     #[test]
@@ -224,7 +239,10 @@ mod tests {
     fn may_decide_needs_every_other_partition() {
         let k = key(10, 1, 0);
         let bounds = [Bound::Idle, Bound::Unknown, Bound::Key(key(11, 2, 0))];
-        assert!(may_decide(&k, 1, 3, 0, |q| bounds[q as usize]), "its own bound is not asked");
+        assert!(
+            may_decide(&k, 1, 3, 0, |q| bounds[q as usize]),
+            "its own bound is not asked"
+        );
         assert!(!may_decide(&k, 0, 3, 0, |q| bounds[q as usize]));
     }
 }

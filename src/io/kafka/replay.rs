@@ -22,12 +22,12 @@ use super::gate::next_in_order;
 use super::merge::{earliest, merge_time};
 use super::outbox::{send, settle, Out};
 use super::{KafkaConfig, KafkaError};
-use crate::io::config::StageConfig;
-use crate::metrics::{self, Stage};
 use crate::engine::{Analyzed, Engine, Position};
 use crate::input::Decoded;
+use crate::io::config::StageConfig;
 use crate::io::records::{self, Decided, Sink};
 use crate::io::steps::{Admission, PostRouter};
+use crate::metrics::{self, Stage};
 use crate::text::tokenize::Tokenizer;
 use crate::types::Rejection;
 
@@ -132,7 +132,11 @@ pub fn run(
     loop {
         let heads = queues.iter().enumerate().filter_map(|(p, q)| {
             let (seq, r, _) = q.front()?;
-            Some((p as u32, *seq, r.post.as_ref().ok().and_then(|x| x.created_at)))
+            Some((
+                p as u32,
+                *seq,
+                r.post.as_ref().ok().and_then(|x| x.created_at),
+            ))
         });
         let Some((p, _)) = next_in_order(&engine, heads) else {
             break;

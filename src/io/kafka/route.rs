@@ -15,16 +15,16 @@ use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::Message;
 
 use super::acks::Acks;
-use super::outbox::{commit, send, settle, store_offsets, Out};
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
+use super::merge::{earliest, merge_time};
+use super::outbox::{commit, send, settle, store_offsets, Out};
 use super::wire::{encode_routed, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
-use crate::io::config::StageConfig;
-use crate::metrics::{self, Stage};
-use super::merge::{earliest, merge_time};
 use crate::engine::Analyzed;
+use crate::io::config::StageConfig;
 use crate::io::records::rejected_record;
 use crate::io::steps::{Admission, PostRouter};
+use crate::metrics::{self, Stage};
 use crate::text::tokenize::Tokenizer;
 
 /// Counters of a route worker.

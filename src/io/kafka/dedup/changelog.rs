@@ -81,7 +81,11 @@ impl Worker<'_> {
     /// Empties the index and applies the changelog again from its start (the partitions' new
     /// watermarks decide what is live). Everything this worker decided is delivered first, so
     /// the log holds it.
-    pub(super) fn rebuild_index(&mut self, c: &Clients, stop: &AtomicBool) -> Result<(), KafkaError> {
+    pub(super) fn rebuild_index(
+        &mut self,
+        c: &Clients,
+        stop: &AtomicBool,
+    ) -> Result<(), KafkaError> {
         self.flush_changelog(c)?;
         c.producer
             .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;

@@ -38,14 +38,14 @@ use super::gate::{self, Bound, Progress};
 use super::outbox::{self, send, settle, Out};
 use super::wire::{routed_seq, RoutedPost};
 use super::{KafkaConfig, KafkaError};
-use changelog::CHANGELOG_BATCH;
-use owned::Owned;
-use crate::io::config::StageConfig;
-use crate::metrics::{self, Stage};
 use crate::engine::{Engine, Position};
 use crate::index::OrderKey;
+use crate::io::config::StageConfig;
 use crate::io::records::{self, Decided, Sink};
+use crate::metrics::{self, Stage};
 use crate::types::{RejectReason, Rejection};
+use changelog::CHANGELOG_BATCH;
+use owned::Owned;
 
 /// Counters of a dedup worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -262,11 +262,15 @@ impl<'a> Worker<'a> {
     fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
         let mut n = 0;
         loop {
-            let heads = self.owned.iter().filter(|(_, o)| o.started).filter_map(|(p, o)| {
-                let s = o.buf.front()?;
-                let time = s.post.as_ref().ok().and_then(|r| r.created_at);
-                Some((*p, routed_seq(s.offset, s.index), time))
-            });
+            let heads = self
+                .owned
+                .iter()
+                .filter(|(_, o)| o.started)
+                .filter_map(|(p, o)| {
+                    let s = o.buf.front()?;
+                    let time = s.post.as_ref().ok().and_then(|r| r.created_at);
+                    Some((*p, routed_seq(s.offset, s.index), time))
+                });
             let Some((p, key)) = gate::next_in_order(&self.engine, heads) else {
                 return Ok(n);
             };

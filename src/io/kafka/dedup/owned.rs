@@ -100,11 +100,7 @@ impl Worker<'_> {
     pub(super) fn poll_routed(&mut self, c: &Clients) -> Result<bool, KafkaError> {
         let mut any = false;
         let idle = self.owned.values().all(|o| o.buf.is_empty());
-        let mut wait = if idle {
-            IDLE_WAIT
-        } else {
-            Duration::ZERO
-        };
+        let mut wait = if idle { IDLE_WAIT } else { Duration::ZERO };
         for _ in 0..ROUTED_POLL_BATCH {
             let polled = c.consumer.poll(wait);
             self.rebalance(c)?;
@@ -158,7 +154,11 @@ impl Worker<'_> {
     /// end since they were assigned: each resumes with the watermark its previous owner had just
     /// before the resume offset (commits happen only right after a progress marker). A partition
     /// that resumes behind what this worker's index has already expired gets the index rebuilt.
-    pub(super) fn start_partitions(&mut self, c: &Clients, stop: &AtomicBool) -> Result<(), KafkaError> {
+    pub(super) fn start_partitions(
+        &mut self,
+        c: &Clients,
+        stop: &AtomicBool,
+    ) -> Result<(), KafkaError> {
         if self.sync_nonce.is_some() {
             return Ok(());
         }

@@ -3,19 +3,25 @@
 //! interrupted command resumes there, truncating file outputs back to their checkpointed length,
 //! so the finished outputs equal those of an uninterrupted run.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, BufWriter, IsTerminal, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::io::IsTerminal;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::io::config::StageConfig;
-use crate::metrics;
 use crate::engine::Engine;
+use crate::io::config::StageConfig;
 use crate::io::process::{Emitted, Processor, Sink};
-use crate::state::{Checkpoint, OutputMark, RunRecord, StateError, Store};
+use crate::metrics;
+use crate::state::{Checkpoint, RunRecord, StateError, Store};
 use crate::text::tokenize::Tokenizer;
 use crate::types::RejectReason;
+
+mod input;
+mod output;
+
+use input::{open_input, Read};
+pub use output::is_stream;
+use output::Output;
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -119,292 +125,6 @@ impl Summary {
     }
 }
 
-struct Output {
-    path: String,
-    writer: Box<dyn Write>,
-    /// The file to sync at checkpoints: regular files only (`/dev/null`, pipes and terminals
-    /// cannot be synced, truncated or resumed).
-    file: Option<File>,
-    written: u64,
-    /// The reader went away (EPIPE): nothing more is written or flushed.
-    closed: bool,
-}
-
-/// Whether an output path names an existing device, pipe or socket (`/dev/null`, a fifo) rather
-/// than a regular file: such outputs may be shared by several outputs and are never synced.
-pub fn is_stream(path: &str) -> bool {
-    path != "-" && std::fs::metadata(path).is_ok_and(|m| !m.is_file() && !m.is_dir())
-}
-
-/// A write to an output whose reader went away (`| head -1`): the run stops quietly.
-fn is_closed(e: &std::io::Error) -> bool {
-    e.kind() == std::io::ErrorKind::BrokenPipe
-}
-
-impl Output {
-    fn open(path: &str, resume_len: Option<u64>) -> Result<Output, PipelineError> {
-        if path == "-" {
-            let writer: Box<dyn Write> =
-                Box::new(BufWriter::with_capacity(1 << 20, std::io::stdout()));
-            return Ok(Output {
-                path: path.into(),
-                writer,
-                file: None,
-                written: 0,
-                closed: false,
-            });
-        }
-        let io = |what, source| PipelineError::Io {
-            what,
-            path: path.to_string(),
-            source,
-        };
-        if is_stream(path) {
-            // A device or a pipe: written as a stream, never truncated, synced or resumed.
-            let file = OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(|e| io("cannot open output", e))?;
-            return Ok(Output {
-                path: path.into(),
-                writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
-                file: None,
-                written: 0,
-                closed: false,
-            });
-        }
-        if let Some(parent) = Path::new(path)
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-        {
-            std::fs::create_dir_all(parent).map_err(|e| io("cannot create directory for", e))?;
-        }
-        let mut file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(resume_len.is_none())
-            .open(path)
-            .map_err(|e| io("cannot open output", e))?;
-        let written = resume_len.unwrap_or(0);
-        if let Some(len) = resume_len {
-            // Drop whatever was written after the checkpoint; it is re-emitted identically.
-            file.set_len(len)
-                .map_err(|e| io("cannot truncate output", e))?;
-            file.seek(SeekFrom::Start(len))
-                .map_err(|e| io("cannot seek output", e))?;
-        }
-        let clone = file.try_clone().map_err(|e| io("cannot open output", e))?;
-        Ok(Output {
-            path: path.into(),
-            writer: Box::new(BufWriter::with_capacity(1 << 20, file)),
-            file: Some(clone),
-            written,
-            closed: false,
-        })
-    }
-
-    /// Writes one record; `Ok(false)` when the output's reader has gone away.
-    fn write_record(&mut self, rec: &[u8]) -> Result<bool, PipelineError> {
-        if self.closed {
-            return Ok(false);
-        }
-        let r = self
-            .writer
-            .write_all(rec)
-            .and_then(|_| self.writer.write_all(b"\n"));
-        match r {
-            Ok(()) => {}
-            Err(e) if is_closed(&e) => {
-                self.closed = true;
-                return Ok(false);
-            }
-            Err(source) => {
-                return Err(PipelineError::Io {
-                    what: "cannot write",
-                    path: self.path.clone(),
-                    source,
-                })
-            }
-        }
-        self.written += rec.len() as u64 + 1;
-        Ok(true)
-    }
-
-    fn sync(&mut self) -> Result<OutputMark, PipelineError> {
-        let err = |source| PipelineError::Io {
-            what: "cannot flush",
-            path: self.path.clone(),
-            source,
-        };
-        if !self.closed {
-            match self.writer.flush() {
-                Ok(()) => {}
-                Err(e) if is_closed(&e) => self.closed = true,
-                Err(e) => return Err(err(e)),
-            }
-        }
-        if let Some(f) = &self.file {
-            f.sync_data().map_err(err)?;
-        }
-        Ok(OutputMark {
-            path: self.path.clone(),
-            len: self.written,
-        })
-    }
-}
-
-struct Input {
-    source: Source,
-    offset: u64,
-    len: Option<u64>,
-}
-
-enum Source {
-    File(Box<dyn BufRead>),
-    /// stdin is read on its own thread, so a signal acts while no line arrives.
-    Stdin {
-        lines: std::sync::mpsc::Receiver<std::io::Result<Vec<Vec<u8>>>>,
-        batch: std::vec::IntoIter<Vec<u8>>,
-    },
-}
-
-/// What the next read gave.
-enum Read {
-    /// A line of this many bytes (newline included) is in the buffer.
-    Line(usize),
-    /// The input ended.
-    End,
-    /// `stop` was set while waiting for stdin.
-    Stopped,
-}
-
-impl Input {
-    fn next_line(&mut self, line: &mut Vec<u8>, stop: &AtomicBool) -> std::io::Result<Read> {
-        line.clear();
-        match &mut self.source {
-            Source::File(r) => {
-                let n = r.read_until(b'\n', line)?;
-                Ok(if n == 0 { Read::End } else { Read::Line(n) })
-            }
-            Source::Stdin { lines, batch } => loop {
-                if let Some(l) = batch.next() {
-                    *line = l;
-                    return Ok(Read::Line(line.len()));
-                }
-                match lines.recv_timeout(Duration::from_millis(100)) {
-                    Ok(Ok(b)) if b.is_empty() => return Ok(Read::End),
-                    Ok(Ok(b)) => *batch = b.into_iter(),
-                    Ok(Err(e)) => return Err(e),
-                    Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return Ok(Read::End),
-                    Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                        if stop.load(Ordering::Relaxed) {
-                            return Ok(Read::Stopped);
-                        }
-                    }
-                }
-            },
-        }
-    }
-}
-
-/// Reads stdin on a thread, in batches of lines (a batch is sent as soon as no more input is
-/// buffered, so a slow producer's lines are not held back); an empty batch means end of input.
-fn stdin_lines() -> std::sync::mpsc::Receiver<std::io::Result<Vec<Vec<u8>>>> {
-    let (tx, rx) = std::sync::mpsc::sync_channel(64);
-    std::thread::spawn(move || {
-        let mut reader = BufReader::with_capacity(1 << 20, std::io::stdin().lock());
-        loop {
-            let mut batch = Vec::new();
-            let mut ended = false;
-            loop {
-                let mut line = Vec::new();
-                match reader.read_until(b'\n', &mut line) {
-                    Ok(0) => {
-                        ended = true;
-                        break;
-                    }
-                    Ok(_) => batch.push(line),
-                    Err(e) => {
-                        let _ = tx.send(Ok(batch));
-                        let _ = tx.send(Err(e));
-                        return;
-                    }
-                }
-                if batch.len() >= 256 || reader.buffer().is_empty() {
-                    break;
-                }
-            }
-            if !batch.is_empty() && tx.send(Ok(batch)).is_err() {
-                return;
-            }
-            if ended {
-                let _ = tx.send(Ok(Vec::new()));
-                return;
-            }
-        }
-    });
-    rx
-}
-
-fn open_input(
-    path: &str,
-    resume: Option<&RunRecord>,
-    stop: &AtomicBool,
-) -> Result<(Input, u64), PipelineError> {
-    let io = |what, source| PipelineError::Io {
-        what,
-        path: path.to_string(),
-        source,
-    };
-    if path == "-" {
-        let mut input = Input {
-            source: Source::Stdin {
-                lines: stdin_lines(),
-                batch: Vec::new().into_iter(),
-            },
-            offset: resume.map_or(0, |r| r.input_offset),
-            len: None,
-        };
-        let mut skipped = 0;
-        if let Some(run) = resume {
-            // stdin cannot seek: skip the records the checkpoint already covers.
-            let mut buf = Vec::new();
-            while skipped < run.records {
-                match input
-                    .next_line(&mut buf, stop)
-                    .map_err(|e| io("cannot read", e))?
-                {
-                    Read::Line(_) => skipped += 1,
-                    Read::End | Read::Stopped => break,
-                }
-            }
-        }
-        return Ok((input, skipped));
-    }
-    let mut file = File::open(path).map_err(|e| io("cannot open input", e))?;
-    let len = file.metadata().map(|m| m.len()).ok();
-    let offset = resume.map_or(0, |r| r.input_offset);
-    if offset > 0 {
-        if len.is_some_and(|l| l < offset) {
-            return Err(PipelineError::Config(format!(
-                "input {path} is shorter ({} bytes) than the checkpoint of the interrupted run ({offset} bytes); pass --no-resume to start over",
-                len.unwrap_or(0)
-            )));
-        }
-        file.seek(SeekFrom::Start(offset))
-            .map_err(|e| io("cannot seek input", e))?;
-    }
-    let skipped = resume.map_or(0, |r| r.records);
-    Ok((
-        Input {
-            source: Source::File(Box::new(BufReader::with_capacity(1 << 20, file))),
-            offset,
-            len,
-        },
-        skipped,
-    ))
-}
-
 fn progress_bar(enabled: bool, len: Option<u64>) -> Option<indicatif::ProgressBar> {
     if !enabled || !std::io::stderr().is_terminal() {
         return None;
@@ -435,10 +155,13 @@ pub fn run(
     let started = Instant::now();
     let health = |state| metrics::global().set_health("engine", state);
     health(Err("loading state".into()));
-    let mut engine =
-        Engine::new(&cfg.engine).map_err(|e| PipelineError::Config(e.to_string()))?;
+    let mut engine = Engine::new(&cfg.engine).map_err(|e| PipelineError::Config(e.to_string()))?;
     let store = match &job.state_dir {
-        Some(dir) => Some(Store::open(dir, &job.analysis_id, cfg.state.cache_capacity_bytes)?),
+        Some(dir) => Some(Store::open(
+            dir,
+            &job.analysis_id,
+            cfg.state.cache_capacity_bytes,
+        )?),
         None => None,
     };
     let cp = match &store {

@@ -1,0 +1,157 @@
+//! Unit tests of the sled store: round trips, expiry, read-only opens, damage and mismatches.
+
+use super::*;
+use crate::index::OrderKey;
+use crate::types::{EventTime, Fingerprint, PostId};
+
+/// sled lets go of its file lock when its last background reference goes, a moment after the
+/// `Db` is dropped: reopening in the same process retries while the lock is still held.
+fn after_drop<T>(mut open: impl FnMut() -> Result<T, StateError>) -> Result<T, StateError> {
+    for _ in 0..300 {
+        match open() {
+            Err(StateError::Locked { .. }) => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            r => return r,
+        }
+    }
+    open()
+}
+
+fn entry(id: &str, seq: u64) -> Entry {
+    let text = format!("文本{id}");
+    Entry {
+        id: PostId(id.into()),
+        key: OrderKey {
+            tau: seq as i64,
+            partition: 0,
+            seq,
+        },
+        time: EventTime(seq as i64),
+        fingerprint: Fingerprint(seq),
+        chars: text.chars().collect(),
+        text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
+        tokens: vec![seq as u32].into(),
+    }
+}
+
+#[test]
+fn commit_then_load_round_trips_and_discards_uncommitted() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let cp = Checkpoint {
+        next_seq: 3,
+        watermarks: [(0, 10)].into(),
+        window_marks: Default::default(),
+        run: None,
+    };
+    store
+        .commit(
+            &[(1, entry("a", 0)), (2, entry("b", 1)), (1, entry("c", 2))],
+            &cp,
+            None,
+        )
+        .unwrap();
+    // Written but never checkpointed: a crash between the two writes.
+    store
+        .entries
+        .insert(entry_key(2, 9), {
+            let mut v = Vec::new();
+            entry("late", 9).encode(&mut v);
+            v
+        })
+        .unwrap();
+    drop(store);
+    let store = after_drop(|| Store::open(dir.path(), "a", 1 << 20)).unwrap();
+    let cp2 = store.checkpoint().unwrap().unwrap();
+    assert_eq!(cp2, cp);
+    let loaded = store.load(None, cp2.next_seq).unwrap();
+    let ids: Vec<Vec<&str>> = loaded
+        .generations
+        .iter()
+        .map(|(_, es)| es.iter().map(|e| e.id.as_str()).collect())
+        .collect();
+    assert_eq!(ids, vec![vec!["a", "c"], vec!["b"]]);
+    assert_eq!(loaded.discarded, 1);
+}
+
+#[test]
+fn expired_generations_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let cp = Checkpoint {
+        next_seq: 2,
+        watermarks: Default::default(),
+        window_marks: Default::default(),
+        run: None,
+    };
+    store
+        .commit(&[(1, entry("a", 0)), (5, entry("b", 1))], &cp, Some(3))
+        .unwrap();
+    let loaded = store.load(None, 2).unwrap();
+    assert_eq!(loaded.generations.len(), 1);
+    assert_eq!(loaded.generations[0].0, 5);
+}
+
+#[test]
+fn read_only_open_and_read_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("typo");
+    assert!(matches!(
+        Store::open_read_only(&missing, "a", 1 << 20),
+        Err(StateError::NotAStateDir { .. })
+    ));
+    assert!(
+        !missing.exists(),
+        "a read-only open must not create the dir"
+    );
+    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let cp = Checkpoint {
+        next_seq: 2,
+        watermarks: Default::default(),
+        window_marks: Default::default(),
+        run: None,
+    };
+    store
+        .commit(&[(1, entry("a", 0)), (5, entry("b", 1))], &cp, None)
+        .unwrap();
+    let mut v = Vec::new();
+    entry("late", 7).encode(&mut v);
+    store.entries.insert(entry_key(5, 7), v).unwrap();
+    assert!(
+        matches!(
+            Store::open_read_only(dir.path(), "a", 1 << 20),
+            Err(StateError::Locked { .. })
+        ),
+        "sled's lock is held by the open store"
+    );
+    drop(store);
+    let ro = after_drop(|| Store::open_read_only(dir.path(), "a", 1 << 20)).unwrap();
+    let r = ro.read(Some(3), 2).unwrap();
+    assert_eq!((r.entries, r.expired, r.discarded), (1, 1, 1));
+    assert_eq!(ro.entries.len(), 3, "read deletes nothing");
+    drop(ro);
+    assert!(matches!(
+        after_drop(|| Store::open_read_only(dir.path(), "b", 1 << 20)),
+        Err(StateError::AnalysisMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_panic_inside_the_store_becomes_damaged() {
+    let r: Result<(), StateError> = guarded(Path::new("s"), || panic!("cannot find pid 7"));
+    match r {
+        Err(StateError::Damaged { detail, .. }) => assert!(detail.contains("pid 7")),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn analysis_mismatch_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(Store::open(dir.path(), "a", 1 << 20).unwrap());
+    assert!(matches!(
+        after_drop(|| Store::open(dir.path(), "b", 1 << 20)),
+        Err(StateError::AnalysisMismatch { .. })
+    ));
+}
