@@ -19,7 +19,7 @@ pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;
 use crate::types::PostId;
-use crate::verify::{unverified, verify, Match, Sketch, VerifyConfig, VerifyMode};
+use crate::verify::{unverified, verify_within, Budget, Match, Sketch, VerifyConfig, VerifyMode};
 
 /// Index shape and scan bounds (the `[index]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,6 +72,12 @@ pub struct QueryStats {
     pub bucket_scans_capped: u64,
     /// Bigram probes that hit `posting_scan_cap`.
     pub posting_scans_capped: u64,
+    /// Verification work spent, in cells (`verify.max_verify_cells_per_post`).
+    pub verify_cells: u64,
+    /// Queries (posts) whose verification budget ran out: 1 for a query, summed over queries.
+    pub verify_budget_exhausted: u64,
+    /// Candidates left unverified because the post's verification budget ran out.
+    pub candidates_unverified: u64,
     /// Size of every SimHash bucket looked up (0 when the key had no bucket).
     pub bucket_sizes: Hist,
 }
@@ -283,7 +289,10 @@ impl Index {
                 {
                     stats.candidates += 1;
                     let r = EntryRef { gen: seg.gen, slot };
-                    return verify(&q.sketch, &e.sketch(), &self.verify).map(|m| (r, m));
+                    let mut budget = Budget::unlimited();
+                    let m = verify_within(&q.sketch, &e.sketch(), &self.verify, &mut budget);
+                    stats.verify_cells += budget.spent();
+                    return m.ok().flatten().map(|m| (r, m));
                 }
             }
         }
@@ -302,7 +311,8 @@ impl Index {
         // Newest generation first, then oldest slot: the first of equal scores wins.
         cands.sort_unstable_by(|a, b| b.gen.cmp(&a.gen).then(a.slot.cmp(&b.slot)));
         cands.dedup();
-        for r in &cands {
+        let mut budget = Budget::new(self.verify.max_verify_cells_per_post);
+        for (i, r) in cands.iter().enumerate() {
             let Some(e) = self.get(*r) else { continue };
             if e.id == *q.id || !q.before.sees(&e.key, q.tick_secs) {
                 continue;
@@ -311,7 +321,16 @@ impl Index {
             let verdict = if self.simhash_only() {
                 Some(unverified(&q.sketch, &e.sketch(), &self.verify))
             } else {
-                verify(&q.sketch, &e.sketch(), &self.verify)
+                match verify_within(&q.sketch, &e.sketch(), &self.verify, &mut budget) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        // Candidates are in a deterministic order, so the cut is too.
+                        stats.verify_budget_exhausted = 1;
+                        stats.candidates_unverified += (cands.len() - i) as u64;
+                        stats.candidates -= 1;
+                        break;
+                    }
+                }
             };
             match verdict {
                 Some(m) if best.as_ref().is_none_or(|(_, b)| m.score > b.score) => {
@@ -321,6 +340,7 @@ impl Index {
                 None => stats.verify_rejects += 1,
             }
         }
+        stats.verify_cells += budget.spent();
         scratch.cands = cands;
         best
     }
