@@ -102,6 +102,10 @@ pub struct Query<'a> {
 struct Segment {
     gen: i64,
     entries: Vec<Entry>,
+    /// Fingerprint and text length of every entry by slot: candidate filters scan these dense
+    /// arrays instead of touching the entries (a cache miss each in a large window).
+    fingerprints: Vec<u64>,
+    lens: Vec<u32>,
     keys: rustc_hash::FxHashSet<OrderKey>,
     exact: FxHashMap<u64, u32>,
     tables: Vec<FxHashMap<u64, Vec<u32>>>,
@@ -248,7 +252,9 @@ impl Index {
             }
             bytes += scratch.grams.len() * 12;
         }
-        seg.bytes += bytes + self.layout.tables() * 12;
+        seg.bytes += bytes + self.layout.tables() * 12 + 12;
+        seg.fingerprints.push(entry.fingerprint.0);
+        seg.lens.push(entry.chars.len() as u32);
         seg.entries.push(entry);
         EntryRef { gen, slot }
     }
@@ -366,7 +372,7 @@ impl Index {
                 stats.bucket_scans_capped += 1;
             }
             for &slot in bucket.iter().rev().take(self.cfg.bucket_scan_cap) {
-                if seg.entries[slot as usize].fingerprint.hamming(fp) <= self.cfg.max_distance {
+                if (seg.fingerprints[slot as usize] ^ fp.0).count_ones() <= self.cfg.max_distance {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
             }
@@ -410,7 +416,7 @@ impl Index {
             }
             let lo = q.sketch.chars.len();
             for &slot in list.iter().rev().take(budget) {
-                let m = seg.entries[slot as usize].chars.len();
+                let m = seg.lens[slot as usize];
                 // Both char rules need comparable lengths; skip the rest before verification.
                 if m as f32 >= self.min_len_ratio * lo as f32
                     && lo as f32 >= self.min_len_ratio * m as f32
@@ -560,6 +566,8 @@ impl Segment {
         Segment {
             gen,
             entries: Vec::new(),
+            fingerprints: Vec::new(),
+            lens: Vec::new(),
             keys: rustc_hash::FxHashSet::default(),
             exact: FxHashMap::default(),
             tables: (0..tables).map(|_| FxHashMap::default()).collect(),
