@@ -106,6 +106,9 @@ struct Segment {
     /// arrays instead of touching the entries (a cache miss each in a large window).
     fingerprints: Vec<u64>,
     lens: Vec<u32>,
+    /// xxh3 of every entry's id by slot: the own-id check compares these first, so a candidate's
+    /// id string (another heap cache miss) is read only on a hash hit.
+    id_hashes: Vec<u64>,
     keys: rustc_hash::FxHashSet<OrderKey>,
     exact: FxHashMap<u64, u32>,
     tables: Vec<FxHashMap<u64, Vec<u32>>>,
@@ -255,6 +258,7 @@ impl Index {
         seg.bytes += bytes + self.layout.tables() * 12 + 12;
         seg.fingerprints.push(entry.fingerprint.0);
         seg.lens.push(entry.chars.len() as u32);
+        seg.id_hashes.push(id_hash(&entry.id));
         seg.entries.push(entry);
         EntryRef { gen, slot }
     }
@@ -318,9 +322,20 @@ impl Index {
         cands.sort_unstable_by(|a, b| b.gen.cmp(&a.gen).then(a.slot.cmp(&b.slot)));
         cands.dedup();
         let mut budget = Budget::new(self.verify.max_verify_cells_per_post);
+        let own = id_hash(q.id);
+        let mut seg: Option<&Segment> = None;
         for (i, r) in cands.iter().enumerate() {
-            let Some(e) = self.get(*r) else { continue };
-            if e.id == *q.id || !q.before.sees(&e.key, q.tick_secs) {
+            // Candidates come grouped by generation: find each segment once.
+            if seg.is_none_or(|s| s.gen != r.gen) {
+                seg = self.segment(r.gen);
+            }
+            let Some(s) = seg else { continue };
+            let Some(e) = s.entries.get(r.slot as usize) else {
+                continue;
+            };
+            if (s.id_hashes[r.slot as usize] == own && e.id == *q.id)
+                || !q.before.sees(&e.key, q.tick_secs)
+            {
                 continue;
             }
             stats.candidates += 1;
@@ -561,6 +576,10 @@ impl Index {
     }
 }
 
+fn id_hash(id: &PostId) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.0.as_bytes())
+}
+
 impl Segment {
     fn new(gen: i64, tables: usize) -> Segment {
         Segment {
@@ -568,6 +587,7 @@ impl Segment {
             entries: Vec::new(),
             fingerprints: Vec::new(),
             lens: Vec::new(),
+            id_hashes: Vec::new(),
             keys: rustc_hash::FxHashSet::default(),
             exact: FxHashMap::default(),
             tables: (0..tables).map(|_| FxHashMap::default()).collect(),
