@@ -254,6 +254,53 @@ pub fn verify_within(
     Ok(None)
 }
 
+/// What the cheap gates of `verify` need of a stored candidate; the index keeps these in dense
+/// arrays so most candidates are rejected without reading the entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Gates {
+    /// Normalized text length in characters.
+    pub chars: usize,
+    /// Distinct tokens.
+    pub tokens: usize,
+    /// SimHash fingerprint.
+    pub fingerprint: Fingerprint,
+    /// xxh3 of the normalized text.
+    pub text_hash: u64,
+}
+
+/// False only when `verify` certainly rejects the pair (and spends nothing of a budget on it):
+/// no identical-text hash, lengths outside the edit band and the containment ratio, and a SimHash
+/// similarity that even a full token overlap could not lift to the threshold.
+pub fn may_accept(a: &Sketch<'_>, b: &Gates, cfg: &VerifyConfig) -> bool {
+    if a.text_hash == b.text_hash {
+        return true;
+    }
+    let (n, m) = (a.chars.len(), b.chars);
+    let (short, long) = (n.min(m), n.max(m));
+    if short > 0 && long >= cfg.edit_min_chars {
+        let max_edits = ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4).floor() as usize;
+        if long - short <= max_edits {
+            return true;
+        }
+    }
+    // The raw length bounds the weighted one from above.
+    if cfg.containment
+        && short as f32 >= cfg.containment_min_chars as f32
+        && short as f32 >= cfg.containment_min_ratio * long as f32
+    {
+        return true;
+    }
+    if a.tokens.len() >= cfg.simhash_min_tokens && b.tokens >= cfg.simhash_min_tokens {
+        let distance = a.fingerprint.hamming(b.fingerprint);
+        let (sa, sb) = (a.tokens.len() as f32, b.tokens as f32);
+        let best = 1.0 / (distance as f32 + 1.0) + cfg.sim_k * (sa.min(sb) / sa.max(sb));
+        if best >= cfg.sim_threshold {
+            return true;
+        }
+    }
+    false
+}
+
 /// The figures of an unverified SimHash match (`mode = "simhash_only"`).
 pub fn unverified(a: &Sketch<'_>, b: &Sketch<'_>, cfg: &VerifyConfig) -> Match {
     let distance = a.fingerprint.hamming(b.fingerprint);
@@ -621,6 +668,24 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_gates_never_reject_what_verify_accepts(
+            a in "[abcd]{0,30}", b in "[abcd]{0,30}",
+            ta in proptest::collection::btree_set(0u32..20, 0..14),
+            tb in proptest::collection::btree_set(0u32..20, 0..14),
+            fa: u64, flips in 0u32..4,
+        ) {
+            let (a, b) = (chars(&a), chars(&b));
+            let (ta, tb): (Vec<u32>, Vec<u32>) = (ta.into_iter().collect(), tb.into_iter().collect());
+            let fb = fa ^ ((1u64 << flips) - 1);
+            let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
+            let cfg = VerifyConfig::default();
+            let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash };
+            if verify(&sa, &sb, &cfg).is_some() {
+                prop_assert!(may_accept(&sa, &gates, &cfg));
+            }
+        }
+
         #[test]
         fn banded_and_bit_parallel_agree_with_the_textbook_dp(
             a in "[abcd]{0,150}", b in "[abcd]{0,150}", max in 0usize..160,

@@ -19,7 +19,10 @@ pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;
 use crate::types::PostId;
-use crate::verify::{unverified, verify_within, Budget, Match, Sketch, VerifyConfig, VerifyMode};
+use crate::types::Fingerprint;
+use crate::verify::{
+    may_accept, unverified, verify_within, Budget, Gates, Match, Sketch, VerifyConfig, VerifyMode,
+};
 
 /// Index shape and scan bounds (the `[index]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -109,6 +112,10 @@ struct Segment {
     /// xxh3 of every entry's id by slot: the own-id check compares these first, so a candidate's
     /// id string (another heap cache miss) is read only on a hash hit.
     id_hashes: Vec<u64>,
+    /// Text hash and distinct-token count by slot: with `fingerprints` and `lens`, what the cheap
+    /// verification gates need (`verify::may_accept`).
+    text_hashes: Vec<u64>,
+    token_counts: Vec<u32>,
     keys: rustc_hash::FxHashSet<OrderKey>,
     exact: FxHashMap<u64, u32>,
     tables: Vec<FxHashMap<u64, Vec<u32>>>,
@@ -255,10 +262,12 @@ impl Index {
             }
             bytes += scratch.grams.len() * 12;
         }
-        seg.bytes += bytes + self.layout.tables() * 12 + 12;
+        seg.bytes += bytes + self.layout.tables() * 12 + 32;
         seg.fingerprints.push(entry.fingerprint.0);
         seg.lens.push(entry.chars.len() as u32);
         seg.id_hashes.push(id_hash(&entry.id));
+        seg.text_hashes.push(entry.text_hash);
+        seg.token_counts.push(entry.tokens.len() as u32);
         seg.entries.push(entry);
         EntryRef { gen, slot }
     }
@@ -330,9 +339,29 @@ impl Index {
                 seg = self.segment(r.gen);
             }
             let Some(s) = seg else { continue };
-            let Some(e) = s.entries.get(r.slot as usize) else {
+            let slot = r.slot as usize;
+            if slot >= s.entries.len() {
                 continue;
-            };
+            }
+            if !self.simhash_only() {
+                let gates = Gates {
+                    chars: s.lens[slot] as usize,
+                    tokens: s.token_counts[slot] as usize,
+                    fingerprint: Fingerprint(s.fingerprints[slot]),
+                    text_hash: s.text_hashes[slot],
+                };
+                // Rejected by verification's own gates, without reading the entry (nothing is
+                // charged to the budget either way). Its own id or a later key would have
+                // skipped it before verification; a gate-rejected one counts as verified.
+                if !may_accept(&q.sketch, &gates, &self.verify) {
+                    if s.id_hashes[slot] != own {
+                        stats.candidates += 1;
+                        stats.verify_rejects += 1;
+                    }
+                    continue;
+                }
+            }
+            let e = &s.entries[slot];
             if (s.id_hashes[r.slot as usize] == own && e.id == *q.id)
                 || !q.before.sees(&e.key, q.tick_secs)
             {
@@ -588,6 +617,8 @@ impl Segment {
             fingerprints: Vec::new(),
             lens: Vec::new(),
             id_hashes: Vec::new(),
+            text_hashes: Vec::new(),
+            token_counts: Vec::new(),
             keys: rustc_hash::FxHashSet::default(),
             exact: FxHashMap::default(),
             tables: (0..tables).map(|_| FxHashMap::default()).collect(),
