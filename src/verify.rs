@@ -392,9 +392,10 @@ pub fn levenshtein(a: &[char], b: &[char]) -> usize {
     levenshtein_bounded(a, b, max).unwrap_or(max)
 }
 
-/// Bit-parallel steps cost about this many banded cells each (measured: one 64-row step of
-/// Myers' algorithm against one cell of the scalar band).
-const CELLS_PER_WORD_STEP: u64 = 8;
+/// Weight of one 64-row bit-parallel step against one scalar banded cell when choosing between
+/// them (an estimate, not measured: the band's simple loop wins for short posts, the bit-parallel
+/// DP for long ones whose band is wider than 32 cells per 64 rows).
+const CELLS_PER_WORD_STEP: u64 = 32;
 
 /// `levenshtein_bounded` charging the DP cells it computes to `budget`.
 fn edit_distance_within(
@@ -454,12 +455,31 @@ fn count_bound(a: &[char], b: &[char]) -> usize {
     a.len().max(b.len()) - common
 }
 
-/// Scalar banded DP: only the cells with `|i - j| <= max` are computed.
+/// Scalar banded DP: only the cells with `|i - j| <= max` are computed. Short texts use rows
+/// on the stack (no allocation per candidate).
 fn banded(a: &[char], b: &[char], max: usize) -> Option<usize> {
+    const STACK: usize = 130;
+    if b.len() + 2 <= STACK {
+        let (mut prev, mut cur) = ([0usize; STACK], [0usize; STACK]);
+        banded_rows(a, b, max, &mut prev, &mut cur)
+    } else {
+        let (mut prev, mut cur) = (vec![0; b.len() + 2], vec![0; b.len() + 2]);
+        banded_rows(a, b, max, &mut prev, &mut cur)
+    }
+}
+
+fn banded_rows(
+    a: &[char],
+    b: &[char],
+    max: usize,
+    prev: &mut [usize],
+    cur: &mut [usize],
+) -> Option<usize> {
     let (n, m) = (a.len(), b.len());
     const INF: usize = usize::MAX / 2;
-    let mut prev = vec![INF; m + 2];
-    let mut cur = vec![INF; m + 2];
+    prev[..m + 2].fill(INF);
+    cur[..m + 2].fill(INF);
+    let (mut prev, mut cur) = (prev, cur);
     for (j, p) in prev.iter_mut().enumerate().take(max.min(m) + 1) {
         *p = j;
     }
@@ -484,11 +504,51 @@ fn banded(a: &[char], b: &[char], max: usize) -> Option<usize> {
     (prev[m] <= max).then_some(prev[m])
 }
 
+/// Myers' algorithm for a pattern of at most 64 characters: one word, tables on the stack.
+fn myers64(p: &[char], t: &[char], max: usize) -> Option<usize> {
+    let m = p.len();
+    let (mut keys, mut masks, mut k) = (['\0'; 64], [0u64; 64], 0usize);
+    for (i, c) in p.iter().enumerate() {
+        match keys[..k].binary_search(c) {
+            Ok(x) => masks[x] |= 1u64 << i,
+            Err(x) => {
+                keys.copy_within(x..k, x + 1);
+                masks.copy_within(x..k, x + 1);
+                keys[x] = *c;
+                masks[x] = 1u64 << i;
+                k += 1;
+            }
+        }
+    }
+    let (mut vp, mut vn) = (!0u64, 0u64);
+    let last = 1u64 << (m - 1);
+    let mut dist = m;
+    let n = t.len();
+    for (j, c) in t.iter().enumerate() {
+        let x = keys[..k].binary_search(c).map_or(0, |x| masks[x]);
+        let d0 = ((x & vp).wrapping_add(vp) ^ vp) | x | vn;
+        let hp = vn | !(d0 | vp);
+        let hn = d0 & vp;
+        dist = dist + usize::from(hp & last != 0) - usize::from(hn & last != 0);
+        let hp = (hp << 1) | 1;
+        let hn = hn << 1;
+        vp = hn | !(d0 | hp);
+        vn = hp & d0;
+        if dist > max + (n - j - 1) {
+            return None;
+        }
+    }
+    (dist <= max).then_some(dist)
+}
+
 /// Myers' bit-parallel edit distance (Myers 1999, Hyyrö's block formulation): `p` is cut into
 /// 64-row words, one step per word and character of `t`. Stops once even a run of matches to
 /// the end could not bring the distance back to `max`.
 fn myers(p: &[char], t: &[char], max: usize) -> Option<usize> {
     let m = p.len();
+    if m <= 64 {
+        return myers64(p, t, max);
+    }
     let words = m.div_ceil(64);
     let mut keys: Vec<char> = p.to_vec();
     keys.sort_unstable();

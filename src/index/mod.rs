@@ -105,17 +105,10 @@ pub struct Query<'a> {
 struct Segment {
     gen: i64,
     entries: Vec<Entry>,
-    /// Fingerprint and text length of every entry by slot: candidate filters scan these dense
-    /// arrays instead of touching the entries (a cache miss each in a large window).
-    fingerprints: Vec<u64>,
-    lens: Vec<u32>,
-    /// xxh3 of every entry's id by slot: the own-id check compares these first, so a candidate's
-    /// id string (another heap cache miss) is read only on a hash hit.
-    id_hashes: Vec<u64>,
-    /// Text hash and distinct-token count by slot: with `fingerprints` and `lens`, what the cheap
-    /// verification gates need (`verify::may_accept`).
-    text_hashes: Vec<u64>,
-    token_counts: Vec<u32>,
+    /// What candidate filters and verification's cheap gates need of every entry, by slot, in
+    /// one 32-byte record: a candidate costs one cache line here instead of reads scattered over
+    /// the entry and its heap parts, and most are rejected without reading the entry.
+    meta: Vec<Meta>,
     keys: rustc_hash::FxHashSet<OrderKey>,
     exact: FxHashMap<u64, u32>,
     tables: Vec<FxHashMap<u64, Vec<u32>>>,
@@ -263,11 +256,13 @@ impl Index {
             bytes += scratch.grams.len() * 12;
         }
         seg.bytes += bytes + self.layout.tables() * 12 + 32;
-        seg.fingerprints.push(entry.fingerprint.0);
-        seg.lens.push(entry.chars.len() as u32);
-        seg.id_hashes.push(id_hash(&entry.id));
-        seg.text_hashes.push(entry.text_hash);
-        seg.token_counts.push(entry.tokens.len() as u32);
+        seg.meta.push(Meta {
+            fingerprint: entry.fingerprint.0,
+            text_hash: entry.text_hash,
+            id_hash: id_hash(&entry.id),
+            chars: entry.chars.len() as u32,
+            tokens: entry.tokens.len() as u32,
+        });
         seg.entries.push(entry);
         EntryRef { gen, slot }
     }
@@ -344,17 +339,18 @@ impl Index {
                 continue;
             }
             if !self.simhash_only() {
+                let meta = &s.meta[slot];
                 let gates = Gates {
-                    chars: s.lens[slot] as usize,
-                    tokens: s.token_counts[slot] as usize,
-                    fingerprint: Fingerprint(s.fingerprints[slot]),
-                    text_hash: s.text_hashes[slot],
+                    chars: meta.chars as usize,
+                    tokens: meta.tokens as usize,
+                    fingerprint: Fingerprint(meta.fingerprint),
+                    text_hash: meta.text_hash,
                 };
                 // Rejected by verification's own gates, without reading the entry (nothing is
                 // charged to the budget either way). Its own id or a later key would have
                 // skipped it before verification; a gate-rejected one counts as verified.
                 if !may_accept(&q.sketch, &gates, &self.verify) {
-                    if s.id_hashes[slot] != own {
+                    if meta.id_hash != own {
                         stats.candidates += 1;
                         stats.verify_rejects += 1;
                     }
@@ -362,7 +358,7 @@ impl Index {
                 }
             }
             let e = &s.entries[slot];
-            if (s.id_hashes[r.slot as usize] == own && e.id == *q.id)
+            if (s.meta[slot].id_hash == own && e.id == *q.id)
                 || !q.before.sees(&e.key, q.tick_secs)
             {
                 continue;
@@ -416,7 +412,8 @@ impl Index {
                 stats.bucket_scans_capped += 1;
             }
             for &slot in bucket.iter().rev().take(self.cfg.bucket_scan_cap) {
-                if (seg.fingerprints[slot as usize] ^ fp.0).count_ones() <= self.cfg.max_distance {
+                if (seg.meta[slot as usize].fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance
+                {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
             }
@@ -460,7 +457,7 @@ impl Index {
             }
             let lo = q.sketch.chars.len();
             for &slot in list.iter().rev().take(budget) {
-                let m = seg.lens[slot as usize];
+                let m = seg.meta[slot as usize].chars;
                 // Both char rules need comparable lengths; skip the rest before verification.
                 if m as f32 >= self.min_len_ratio * lo as f32
                     && lo as f32 >= self.min_len_ratio * m as f32
@@ -605,6 +602,16 @@ impl Index {
     }
 }
 
+/// Per-slot record of a segment (see `Segment::meta`).
+#[derive(Clone, Copy)]
+struct Meta {
+    fingerprint: u64,
+    text_hash: u64,
+    id_hash: u64,
+    chars: u32,
+    tokens: u32,
+}
+
 fn id_hash(id: &PostId) -> u64 {
     xxhash_rust::xxh3::xxh3_64(id.0.as_bytes())
 }
@@ -614,11 +621,7 @@ impl Segment {
         Segment {
             gen,
             entries: Vec::new(),
-            fingerprints: Vec::new(),
-            lens: Vec::new(),
-            id_hashes: Vec::new(),
-            text_hashes: Vec::new(),
-            token_counts: Vec::new(),
+            meta: Vec::new(),
             keys: rustc_hash::FxHashSet::default(),
             exact: FxHashMap::default(),
             tables: (0..tables).map(|_| FxHashMap::default()).collect(),
