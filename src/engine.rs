@@ -480,6 +480,9 @@ impl Engine {
         s.verify_rejects += q.verify_rejects;
         s.bucket_scans_capped += q.bucket_scans_capped;
         s.posting_scans_capped += q.posting_scans_capped;
+        s.verify_cells += q.verify_cells;
+        s.verify_budget_exhausted += q.verify_budget_exhausted;
+        s.candidates_unverified += q.candidates_unverified;
     }
 }
 

@@ -19,7 +19,10 @@ pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;
 use crate::types::PostId;
-use crate::verify::{unverified, verify, Match, Sketch, VerifyConfig, VerifyMode};
+use crate::types::Fingerprint;
+use crate::verify::{
+    may_accept, unverified, verify_within, Budget, Gates, Match, Sketch, VerifyConfig, VerifyMode,
+};
 
 /// Index shape and scan bounds (the `[index]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -72,6 +75,12 @@ pub struct QueryStats {
     pub bucket_scans_capped: u64,
     /// Bigram probes that hit `posting_scan_cap`.
     pub posting_scans_capped: u64,
+    /// Verification work spent, in cells (`verify.max_verify_cells_per_post`).
+    pub verify_cells: u64,
+    /// Queries (posts) whose verification budget ran out: 1 for a query, summed over queries.
+    pub verify_budget_exhausted: u64,
+    /// Candidates left unverified because the post's verification budget ran out.
+    pub candidates_unverified: u64,
     /// Size of every SimHash bucket looked up (0 when the key had no bucket).
     pub bucket_sizes: Hist,
 }
@@ -96,6 +105,10 @@ pub struct Query<'a> {
 struct Segment {
     gen: i64,
     entries: Vec<Entry>,
+    /// What candidate filters and verification's cheap gates need of every entry, by slot, in
+    /// one 32-byte record: a candidate costs one cache line here instead of reads scattered over
+    /// the entry and its heap parts, and most are rejected without reading the entry.
+    meta: Vec<Meta>,
     keys: rustc_hash::FxHashSet<OrderKey>,
     exact: FxHashMap<u64, u32>,
     tables: Vec<FxHashMap<u64, Vec<u32>>>,
@@ -252,7 +265,14 @@ impl Index {
             }
             bytes += scratch.grams.len() * 12;
         }
-        seg.bytes += bytes + self.layout.tables() * 12;
+        seg.bytes += bytes + self.layout.tables() * 12 + 32;
+        seg.meta.push(Meta {
+            fingerprint: entry.fingerprint.0,
+            text_hash: entry.text_hash,
+            id_hash: id_hash(&entry.id),
+            chars: entry.chars.len() as u32,
+            tokens: entry.tokens.len() as u32,
+        });
         seg.entries.push(entry);
         EntryRef { gen, slot }
     }
@@ -293,7 +313,10 @@ impl Index {
                 {
                     stats.candidates += 1;
                     let r = EntryRef { gen: seg.gen, slot };
-                    return verify(&q.sketch, &e.sketch(), &self.verify).map(|m| (r, m));
+                    let mut budget = Budget::unlimited();
+                    let m = verify_within(&q.sketch, &e.sketch(), &self.verify, &mut budget);
+                    stats.verify_cells += budget.spent();
+                    return m.ok().flatten().map(|m| (r, m));
                 }
             }
         }
@@ -312,16 +335,58 @@ impl Index {
         // Newest generation first, then oldest slot: the first of equal scores wins.
         cands.sort_unstable_by(|a, b| b.gen.cmp(&a.gen).then(a.slot.cmp(&b.slot)));
         cands.dedup();
-        for r in &cands {
-            let Some(e) = self.get(*r) else { continue };
-            if e.id == *q.id || !q.before.sees(&e.key, q.tick_secs) {
+        let mut budget = Budget::new(self.verify.max_verify_cells_per_post);
+        let own = id_hash(q.id);
+        let mut seg: Option<&Segment> = None;
+        for (i, r) in cands.iter().enumerate() {
+            // Candidates come grouped by generation: find each segment once.
+            if seg.is_none_or(|s| s.gen != r.gen) {
+                seg = self.segment(r.gen);
+            }
+            let Some(s) = seg else { continue };
+            let slot = r.slot as usize;
+            if slot >= s.entries.len() {
+                continue;
+            }
+            if !self.simhash_only() {
+                let meta = &s.meta[slot];
+                let gates = Gates {
+                    chars: meta.chars as usize,
+                    tokens: meta.tokens as usize,
+                    fingerprint: Fingerprint(meta.fingerprint),
+                    text_hash: meta.text_hash,
+                };
+                // Rejected by verification's own gates, without reading the entry (nothing is
+                // charged to the budget either way). Its own id or a later key would have
+                // skipped it before verification; a gate-rejected one counts as verified.
+                if !may_accept(&q.sketch, &gates, &self.verify) {
+                    if meta.id_hash != own {
+                        stats.candidates += 1;
+                        stats.verify_rejects += 1;
+                    }
+                    continue;
+                }
+            }
+            let e = &s.entries[slot];
+            if (s.meta[slot].id_hash == own && e.id == *q.id)
+                || !q.before.sees(&e.key, q.tick_secs)
+            {
                 continue;
             }
             stats.candidates += 1;
             let verdict = if self.simhash_only() {
                 Some(unverified(&q.sketch, &e.sketch(), &self.verify))
             } else {
-                verify(&q.sketch, &e.sketch(), &self.verify)
+                match verify_within(&q.sketch, &e.sketch(), &self.verify, &mut budget) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        // Candidates are in a deterministic order, so the cut is too.
+                        stats.verify_budget_exhausted = 1;
+                        stats.candidates_unverified += (cands.len() - i) as u64;
+                        stats.candidates -= 1;
+                        break;
+                    }
+                }
             };
             match verdict {
                 Some(m) if best.as_ref().is_none_or(|(_, b)| m.score > b.score) => {
@@ -331,6 +396,7 @@ impl Index {
                 None => stats.verify_rejects += 1,
             }
         }
+        stats.verify_cells += budget.spent();
         scratch.cands = cands;
         best
     }
@@ -356,7 +422,8 @@ impl Index {
                 stats.bucket_scans_capped += 1;
             }
             for &slot in bucket.iter().rev().take(self.cfg.bucket_scan_cap) {
-                if seg.entries[slot as usize].fingerprint.hamming(fp) <= self.cfg.max_distance {
+                if (seg.meta[slot as usize].fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance
+                {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
             }
@@ -400,7 +467,7 @@ impl Index {
             }
             let lo = q.sketch.chars.len();
             for &slot in list.iter().rev().take(budget) {
-                let m = seg.entries[slot as usize].chars.len();
+                let m = seg.meta[slot as usize].chars;
                 // Both char rules need comparable lengths; skip the rest before verification.
                 if m as f32 >= self.min_len_ratio * lo as f32
                     && lo as f32 >= self.min_len_ratio * m as f32
@@ -545,11 +612,26 @@ impl Index {
     }
 }
 
+/// Per-slot record of a segment (see `Segment::meta`).
+#[derive(Clone, Copy)]
+struct Meta {
+    fingerprint: u64,
+    text_hash: u64,
+    id_hash: u64,
+    chars: u32,
+    tokens: u32,
+}
+
+fn id_hash(id: &PostId) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(id.0.as_bytes())
+}
+
 impl Segment {
     fn new(gen: i64, tables: usize) -> Segment {
         Segment {
             gen,
             entries: Vec::new(),
+            meta: Vec::new(),
             keys: rustc_hash::FxHashSet::default(),
             exact: FxHashMap::default(),
             tables: (0..tables).map(|_| FxHashMap::default()).collect(),
