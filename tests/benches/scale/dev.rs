@@ -139,7 +139,7 @@ impl DevOutputs {
     }
 
     /// A dev post whose cluster is a background post.
-    pub fn to_background(&mut self, rec: &serde_json::Value) -> std::io::Result<()> {
+    pub fn matched_background(&mut self, rec: &serde_json::Value) -> std::io::Result<()> {
         serde_json::to_writer(&mut self.to_background, rec)?;
         self.to_background.write_all(b"\n")
     }

@@ -91,7 +91,7 @@ impl<'t> Runner<'t> {
         if matches!(v, Verdict::Duplicate(_)) {
             self.dups += 1;
         }
-        if self.seq % EVERY == 0 {
+        if self.seq.is_multiple_of(EVERY) {
             drop(self.engine.take_changes());
         }
     }
@@ -204,7 +204,7 @@ pub fn run(
                 break "target";
             }
         }
-        if r.seq % 8192 == 0 {
+        if r.seq.is_multiple_of(8192) {
             if rss_bytes() >= stop_rss {
                 r.checkpoint("stop");
                 break "rss";
@@ -277,7 +277,7 @@ pub fn run(
                         .find(&q, &mut scratch, &mut qs)
                         .and_then(|(e, _)| r.engine.index().get(e))
                         .map(|e| e.chars.iter().collect::<String>());
-                    out.to_background(&serde_json::json!({
+                    out.matched_background(&serde_json::json!({
                         "id": p.id.0, "text": p.text, "normalized": r.a.normalized,
                         "cluster_id": d.cluster.0, "method": d.matched_by.method.as_str(),
                         "score": d.matched_by.score, "distance": d.matched_by.distance,
