@@ -91,6 +91,7 @@ fn main() {
             let cp = Checkpoint {
                 next_seq: seq,
                 watermarks: [(0, (gens - 1) * 21_600)].into(),
+                window_marks: Default::default(),
                 run: None,
             };
             store.commit(b, &cp, None).expect("commit");

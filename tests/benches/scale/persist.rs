@@ -43,6 +43,7 @@ pub fn commit(cfg: &Config, engine: &Engine, dir: &Path, next_seq: u64) -> (usiz
     let cp = Checkpoint {
         next_seq,
         watermarks: engine.watermarks().clone(),
+        window_marks: engine.window_marks(),
         run: None,
     };
     let t = Instant::now();
