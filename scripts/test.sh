@@ -11,7 +11,7 @@ quick=${SIMDEDUP_QUICK:-0}
 if [ "${1:-}" = --quick ]; then quick=1; shift; fi
 cd "$(dirname "$0")/.."
 command -v cargo >/dev/null || { echo "cargo not found: install Rust from https://rustup.rs" >&2; exit 1; }
-scripts/check-deps.sh
+bash scripts/check-deps.sh
 cargo test --release --locked "$@"
 if [ "$quick" = 1 ]; then echo "test.sh: --quick: broker tier skipped" >&2; exit 0; fi
 

@@ -402,8 +402,23 @@ impl Collector for EngineCell {
                 q.posting_scans_capped,
             ),
             (
+                "simdedup_verify_budget_exhausted",
+                "Posts whose verification work reached verify.max_verify_cells_per_post",
+                q.verify_budget_exhausted,
+            ),
+            (
+                "simdedup_candidates_unverified",
+                "Candidates left unverified because their post's verification budget ran out",
+                q.candidates_unverified,
+            ),
+            (
+                "simdedup_verify_cells",
+                "Verification work: edit-distance cells and token or substring comparisons",
+                q.verify_cells,
+            ),
+            (
                 "simdedup_late_posts",
-                "Posts older than the window (judged, not indexed)",
+                "Posts older than the window that matched no live entry: passed as unique, marked late, not indexed",
                 stats.late,
             ),
             (

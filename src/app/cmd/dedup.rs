@@ -18,13 +18,18 @@ pub(crate) const EXAMPLES: &str = "Examples:
       --duplicates-out dups.jsonl --rejected-out rejected.jsonl --state-dir state/
 
 Rerunning an interrupted command with the same state dir resumes at its last checkpoint;
-running another input with the same state dir continues the window.
+running another input with the same state dir continues the window; running an input file the
+state dir already completed is refused (exit 3: use a new --state-dir, or --no-resume to decide
+it again). /dev/null, pipes and devices may serve as several outputs; a stream output whose
+reader goes away ends the run after a checkpoint, exit 0.
 
-Exit codes: 0 input done (with --metrics-hold: after the signal that ends the hold); 1 runtime
-failure (outputs consistent up to the last checkpoint); 2 usage or configuration error (also a
-metrics address that cannot be bound); 130 stopped by SIGINT/SIGTERM after a clean checkpoint, or
-at once by a second signal: rerun the same command with the same --state-dir to resume (without
---state-dir nothing persists, so a rerun starts over).";
+Exit codes: 0 input done, or a stream output's reader went away (with --metrics-hold: after the
+signal that ends the hold); 1 runtime failure (outputs consistent up to the last checkpoint), or
+a damaged or unusable state dir; 2 usage or configuration error (also a metrics address that
+cannot be bound); 3 the state dir already completed a run of this input file; 130 stopped by
+SIGINT/SIGTERM after a clean checkpoint, or at once by a second signal: rerun the same command
+with the same --state-dir to resume (without --state-dir nothing persists, so a rerun starts
+over).";
 
 /// `dedup` options.
 #[derive(Debug, Args)]
@@ -33,7 +38,7 @@ pub struct DedupArgs {
     #[arg(long)]
     pub input: String,
     /// Unique posts, `-` for stdout: the original JSON line (with fields added under
-    /// `output.enrich_key` for --enrich, and to mark a post with no text left).
+    /// `output.enrich_key` for --enrich, and to mark a post with no text left or a late post).
     #[arg(long, default_value = "-")]
     pub unique_out: String,
     /// Duplicate-cluster events (JSON lines), `-` for stdout.
