@@ -6,6 +6,7 @@
 
 pub mod entry;
 pub mod grams;
+mod inspect;
 pub mod tables;
 
 use std::collections::VecDeque;
@@ -15,11 +16,12 @@ use serde::{Deserialize, Serialize};
 
 pub use entry::{Entry, OrderKey};
 use grams::Gram;
+pub use inspect::{SegmentShape, Sources};
 pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;
-use crate::types::PostId;
 use crate::types::Fingerprint;
+use crate::types::PostId;
 use crate::verify::{
     may_accept, unverified, verify_within, Budget, Gates, Match, Sketch, VerifyConfig, VerifyMode,
 };
@@ -291,6 +293,10 @@ impl Index {
         self.simhash_only() || tokens >= self.verify.simhash_min_tokens
     }
 
+    fn gram_indexed(&self, chars: usize) -> bool {
+        self.gram_path() && chars >= self.min_gram_chars && chars <= self.cfg.gram_max_chars
+    }
+
     /// Finds the best verified earlier match of `q`, newest generation first. Ties go to the
     /// newer generation, then the older entry, so the result is deterministic.
     pub fn find(
@@ -368,8 +374,7 @@ impl Index {
                 }
             }
             let e = &s.entries[slot];
-            if (s.meta[slot].id_hash == own && e.id == *q.id)
-                || !q.before.sees(&e.key, q.tick_secs)
+            if (s.meta[slot].id_hash == own && e.id == *q.id) || !q.before.sees(&e.key, q.tick_secs)
             {
                 continue;
             }
@@ -422,7 +427,8 @@ impl Index {
                 stats.bucket_scans_capped += 1;
             }
             for &slot in bucket.iter().rev().take(self.cfg.bucket_scan_cap) {
-                if (seg.meta[slot as usize].fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance
+                if (seg.meta[slot as usize].fingerprint ^ fp.0).count_ones()
+                    <= self.cfg.max_distance
                 {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
@@ -480,135 +486,6 @@ impl Index {
                 break;
             }
         }
-    }
-}
-
-/// Which candidate sources surface an entry for a query (for `inspect` and `explain`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Sources {
-    /// The exact map (identical normalized text).
-    pub exact: bool,
-    /// A SimHash block-table bucket, within `max_distance`.
-    pub simhash: bool,
-    /// The bigram probes.
-    pub gram: bool,
-}
-
-/// The shape of one generation's structures, for `inspect`.
-#[derive(Clone, Debug, Default)]
-pub struct SegmentShape {
-    /// Generation.
-    pub gen: i64,
-    /// Entries (copies included).
-    pub entries: usize,
-    /// Entries in the block tables.
-    pub tabled: usize,
-    /// Entries in the bigram index.
-    pub gram_indexed: usize,
-    /// Entries in both.
-    pub both: usize,
-    /// Block-table buckets: (table, key, entries, newest slot).
-    pub buckets: Vec<(usize, u64, usize, u32)>,
-    /// Bigram posting lists: (gram, entries, newest slot).
-    pub postings: Vec<(Gram, usize, u32)>,
-}
-
-impl Index {
-    /// Every live entry, oldest generation first, in insertion order.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (EntryRef, &Entry)> + '_ {
-        self.segments.iter().flat_map(|s| {
-            s.entries.iter().enumerate().map(move |(i, e)| {
-                let r = EntryRef {
-                    gen: s.gen,
-                    slot: i as u32,
-                };
-                (r, e)
-            })
-        })
-    }
-
-    /// The configured index shape.
-    pub(crate) fn config(&self) -> &IndexConfig {
-        &self.cfg
-    }
-
-    /// The verification thresholds the index verifies with.
-    pub(crate) fn verify_config(&self) -> &VerifyConfig {
-        &self.verify
-    }
-
-    /// Per-generation structure sizes.
-    pub(crate) fn shape(&self) -> Vec<SegmentShape> {
-        self.segments
-            .iter()
-            .map(|s| {
-                let mut sh = SegmentShape {
-                    gen: s.gen,
-                    entries: s.entries.len(),
-                    ..SegmentShape::default()
-                };
-                for e in &s.entries {
-                    let t = self.tabled(e.tokens.len());
-                    let g = self.gram_indexed(e.chars.len());
-                    sh.tabled += usize::from(t);
-                    sh.gram_indexed += usize::from(g);
-                    sh.both += usize::from(t && g);
-                }
-                for (t, table) in s.tables.iter().enumerate() {
-                    sh.buckets.extend(
-                        table
-                            .iter()
-                            .map(|(k, v)| (t, *k, v.len(), v.last().copied().unwrap_or(0))),
-                    );
-                }
-                sh.postings.extend(
-                    s.grams
-                        .iter()
-                        .map(|(g, v)| (*g, v.len(), v.last().copied().unwrap_or(0))),
-                );
-                sh
-            })
-            .collect()
-    }
-
-    fn gram_indexed(&self, chars: usize) -> bool {
-        self.gram_path() && chars >= self.min_gram_chars && chars <= self.cfg.gram_max_chars
-    }
-
-    /// Every entry the candidate search of `find` would verify for `q`, with the sources that
-    /// surface it. Uses the same per-segment searches as `find`, one source at a time.
-    pub(crate) fn candidate_sources(&self, q: &Query<'_>) -> Vec<(EntryRef, Sources)> {
-        let mut found: std::collections::BTreeMap<EntryRef, Sources> = Default::default();
-        let mut stats = QueryStats::default();
-        for seg in self
-            .segments
-            .iter()
-            .rev()
-            .take_while(|s| s.gen >= q.min_gen)
-        {
-            if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
-                if *seg.entries[slot as usize].chars == *q.sketch.chars {
-                    let r = EntryRef { gen: seg.gen, slot };
-                    found.entry(r).or_default().exact = true;
-                }
-            }
-            let mut scratch = Scratch::default();
-            self.simhash_candidates(seg, q, &mut scratch, &mut stats);
-            for r in scratch.cands.drain(..) {
-                found.entry(r).or_default().simhash = true;
-            }
-            self.gram_candidates(seg, q, &mut scratch, &mut stats);
-            for r in scratch.cands.drain(..) {
-                found.entry(r).or_default().gram = true;
-            }
-        }
-        found
-            .into_iter()
-            .filter(|(r, _)| {
-                self.get(*r)
-                    .is_some_and(|e| e.id != *q.id && q.before.sees(&e.key, q.tick_secs))
-            })
-            .collect()
     }
 }
 

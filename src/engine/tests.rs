@@ -1,0 +1,155 @@
+//! Unit tests of the per-post decision: verdicts, empty-post policy, window and index changes.
+
+use super::*;
+
+fn cfg() -> EngineConfig {
+    EngineConfig {
+        index: IndexConfig::default(),
+        verify: VerifyConfig::default(),
+        window: WindowConfig {
+            window_secs: 1000,
+            generation_secs: 100,
+            max_future_secs: 0,
+            max_watermark_step_secs: 0,
+        },
+        empty_posts: EmptyPolicy::Pass,
+        order_tick_secs: 0,
+    }
+}
+
+fn post(tok: &Tokenizer, text: &str) -> Analyzed {
+    let mut a = Analyzed::default();
+    Analyzer::new(tok).analyze(text, &mut a);
+    a
+}
+
+fn id(s: &str) -> PostId {
+    PostId(s.to_string())
+}
+
+fn at(partition: u32, seq: u64) -> Position {
+    Position { partition, seq }
+}
+
+const TEXT: &str = "今天早上地铁二号线又停运了上班的朋友们记得绕行";
+
+#[test]
+fn exact_copy_joins_the_first_posts_cluster_and_own_id_never_matches() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let mut e = Engine::new(&cfg()).unwrap();
+    let a = post(&tok, TEXT);
+    assert_eq!(
+        e.decide(at(0, 1), &id("a"), Some(EventTime(10)), &a),
+        Verdict::Unique {
+            empty: false,
+            late: false
+        }
+    );
+    match e.decide(at(0, 2), &id("b"), Some(EventTime(20)), &a) {
+        Verdict::Duplicate(d) => assert_eq!(d.cluster, id("a")),
+        other => panic!("expected duplicate, got {other:?}"),
+    }
+    // Re-deciding "a" (a replay) finds only itself: unique again.
+    assert!(matches!(
+        e.decide(at(0, 1), &id("a"), Some(EventTime(10)), &a),
+        Verdict::Unique { .. }
+    ));
+}
+
+#[test]
+fn a_partition_resumed_behind_expired_entries_is_detected_and_a_rebuild_restores_them() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let mut e = Engine::new(&cfg()).unwrap();
+    let a = post(&tok, TEXT);
+    e.decide(at(0, 1), &id("a"), Some(EventTime(10)), &a);
+    let log = e.take_changes();
+    assert!(!e.lacks_generations_for(10), "nothing dropped yet");
+    // The partition runs ahead past the window (1000 s): generation 0 expires.
+    e.decide(
+        at(0, 2),
+        &id("far"),
+        Some(EventTime(2000)),
+        &post(&tok, "完全不同的另一条"),
+    );
+    assert!(
+        e.lacks_generations_for(500),
+        "a resume at 500 needs generation 0"
+    );
+    assert!(!e.lacks_generations_for(2000));
+    // Taken over at an earlier committed offset: without a rebuild the copy is missed.
+    e.set_watermark(0, Some(500));
+    assert!(matches!(
+        e.decide(at(0, 2), &id("b"), Some(EventTime(500)), &a),
+        Verdict::Unique { .. }
+    ));
+    e.clear_index();
+    assert!(!e.lacks_generations_for(500));
+    for (gen, entry) in log {
+        assert!(e.apply(gen, entry));
+    }
+    match e.decide(at(0, 2), &id("b"), Some(EventTime(500)), &a) {
+        Verdict::Duplicate(d) => assert_eq!(d.cluster, id("a")),
+        other => panic!("expected duplicate after the rebuild, got {other:?}"),
+    }
+}
+
+#[test]
+fn entries_ordered_after_the_post_are_invisible_to_it() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let mut e = Engine::new(&cfg()).unwrap();
+    let a = post(&tok, TEXT);
+    // Partition 1 already decided a post at watermark 500; partition 0 is at 150.
+    let mut other = Engine::new(&cfg()).unwrap();
+    other.decide(at(1, 7), &id("later"), Some(EventTime(500)), &a);
+    let (gen, entry) = other.take_changes().remove(0);
+    assert!(e.apply(gen, entry.clone()));
+    assert!(!e.apply(gen, entry), "a replicated entry is applied once");
+    assert!(matches!(
+        e.decide(at(0, 1), &id("early"), Some(EventTime(150)), &a),
+        Verdict::Unique { .. }
+    ));
+    // A post of partition 0 ordered after it does see it.
+    assert!(matches!(
+        e.decide(at(0, 2), &id("after"), Some(EventTime(600)), &a),
+        Verdict::Duplicate(_)
+    ));
+}
+
+#[test]
+fn window_expires_by_event_time() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let mut e = Engine::new(&cfg()).unwrap();
+    let a = post(&tok, TEXT);
+    e.decide(at(0, 1), &id("a"), Some(EventTime(0)), &a);
+    // 1000 s window, 100 s generations: at t = 1200 generation 0 has expired.
+    assert!(matches!(
+        e.decide(at(0, 2), &id("b"), Some(EventTime(1200)), &a),
+        Verdict::Unique { .. }
+    ));
+    assert_eq!(
+        e.index().generations().map(|(g, _)| g).collect::<Vec<_>>(),
+        vec![12]
+    );
+}
+
+#[test]
+fn empty_posts_follow_the_policy() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let a = post(&tok, "//@某人: 转发");
+    let mut pass = Engine::new(&cfg()).unwrap();
+    assert_eq!(
+        pass.decide(at(0, 1), &id("x"), None, &a),
+        Verdict::Unique {
+            empty: true,
+            late: false
+        }
+    );
+    let mut reject = Engine::new(&EngineConfig {
+        empty_posts: EmptyPolicy::Reject,
+        ..cfg()
+    })
+    .unwrap();
+    assert!(
+        matches!(reject.decide(at(0, 1), &id("x"), None, &a), Verdict::Rejected(r) if r.reason == RejectReason::Empty)
+    );
+}

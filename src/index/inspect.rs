@@ -1,0 +1,133 @@
+//! Read-only views of the index for `inspect` and `explain`: live entries, per-generation
+//! structure sizes, and which candidate sources surface an entry for a query.
+
+use serde::Serialize;
+
+use super::grams::Gram;
+use super::{Entry, EntryRef, Index, IndexConfig, Query, QueryStats, Scratch};
+use crate::verify::VerifyConfig;
+
+/// Which candidate sources surface an entry for a query (for `inspect` and `explain`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Sources {
+    /// The exact map (identical normalized text).
+    pub exact: bool,
+    /// A SimHash block-table bucket, within `max_distance`.
+    pub simhash: bool,
+    /// The bigram probes.
+    pub gram: bool,
+}
+
+/// The shape of one generation's structures, for `inspect`.
+#[derive(Clone, Debug, Default)]
+pub struct SegmentShape {
+    /// Generation.
+    pub gen: i64,
+    /// Entries (copies included).
+    pub entries: usize,
+    /// Entries in the block tables.
+    pub tabled: usize,
+    /// Entries in the bigram index.
+    pub gram_indexed: usize,
+    /// Entries in both.
+    pub both: usize,
+    /// Block-table buckets: (table, key, entries, newest slot).
+    pub buckets: Vec<(usize, u64, usize, u32)>,
+    /// Bigram posting lists: (gram, entries, newest slot).
+    pub postings: Vec<(Gram, usize, u32)>,
+}
+
+impl Index {
+    /// Every live entry, oldest generation first, in insertion order.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (EntryRef, &Entry)> + '_ {
+        self.segments.iter().flat_map(|s| {
+            s.entries.iter().enumerate().map(move |(i, e)| {
+                let r = EntryRef {
+                    gen: s.gen,
+                    slot: i as u32,
+                };
+                (r, e)
+            })
+        })
+    }
+
+    /// The configured index shape.
+    pub(crate) fn config(&self) -> &IndexConfig {
+        &self.cfg
+    }
+
+    /// The verification thresholds the index verifies with.
+    pub(crate) fn verify_config(&self) -> &VerifyConfig {
+        &self.verify
+    }
+
+    /// Per-generation structure sizes.
+    pub(crate) fn shape(&self) -> Vec<SegmentShape> {
+        self.segments
+            .iter()
+            .map(|s| {
+                let mut sh = SegmentShape {
+                    gen: s.gen,
+                    entries: s.entries.len(),
+                    ..SegmentShape::default()
+                };
+                for e in &s.entries {
+                    let t = self.tabled(e.tokens.len());
+                    let g = self.gram_indexed(e.chars.len());
+                    sh.tabled += usize::from(t);
+                    sh.gram_indexed += usize::from(g);
+                    sh.both += usize::from(t && g);
+                }
+                for (t, table) in s.tables.iter().enumerate() {
+                    sh.buckets.extend(
+                        table
+                            .iter()
+                            .map(|(k, v)| (t, *k, v.len(), v.last().copied().unwrap_or(0))),
+                    );
+                }
+                sh.postings.extend(
+                    s.grams
+                        .iter()
+                        .map(|(g, v)| (*g, v.len(), v.last().copied().unwrap_or(0))),
+                );
+                sh
+            })
+            .collect()
+    }
+
+    /// Every entry the candidate search of `find` would verify for `q`, with the sources that
+    /// surface it. Uses the same per-segment searches as `find`, one source at a time.
+    pub(crate) fn candidate_sources(&self, q: &Query<'_>) -> Vec<(EntryRef, Sources)> {
+        let mut found: std::collections::BTreeMap<EntryRef, Sources> = Default::default();
+        let mut stats = QueryStats::default();
+        for seg in self
+            .segments
+            .iter()
+            .rev()
+            .take_while(|s| s.gen >= q.min_gen)
+        {
+            if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
+                if *seg.entries[slot as usize].chars == *q.sketch.chars {
+                    let r = EntryRef { gen: seg.gen, slot };
+                    found.entry(r).or_default().exact = true;
+                }
+            }
+            let mut scratch = Scratch::default();
+            self.simhash_candidates(seg, q, &mut scratch, &mut stats);
+            for r in scratch.cands.drain(..) {
+                found.entry(r).or_default().simhash = true;
+            }
+            self.gram_candidates(seg, q, &mut scratch, &mut stats);
+            for r in scratch.cands.drain(..) {
+                found.entry(r).or_default().gram = true;
+            }
+        }
+        found
+            .into_iter()
+            .filter(|(r, _)| {
+                self.get(*r)
+                    .is_some_and(|e| e.id != *q.id && q.before.sees(&e.key, q.tick_secs))
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,393 @@
+//! Candidate verification: a candidate from any source becomes a duplicate only when one of the
+//! rules here accepts it. Pure functions over two post sketches; the edit-distance algorithms
+//! live in `edit`.
+
+mod edit;
+
+use serde::{Deserialize, Serialize};
+
+use crate::types::Fingerprint;
+use edit::edit_distance_within;
+pub use edit::{levenshtein, levenshtein_bounded};
+
+/// Thresholds of the verification rules (the `[verify]` config section).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct VerifyConfig {
+    /// `verified` (every candidate must pass a rule below) or `simhash_only` (classic SimHash:
+    /// any fingerprint within `index.max_distance` is a duplicate, no bigram path; for comparison
+    /// runs, not production).
+    pub mode: VerifyMode,
+    /// Edit rule: minimum normalized edit similarity `1 - levenshtein / max_len` (characters).
+    pub edit_similarity: f32,
+    /// Edit rule: applies only when the longer normalized text has at least this many characters.
+    /// Shorter texts only match exactly: in short posts one changed character usually changes the
+    /// meaning (LCQMC hard negatives, "哈哈哈" vs "哈哈哈哈").
+    pub edit_min_chars: usize,
+    /// Weight of an ASCII letter or digit when the shorter text's length is compared with
+    /// `containment_min_chars`: a Latin letter carries far less than a CJK character, so
+    /// "harumahappybirthday" (19 letters, three words) is too short to stand for a longer post.
+    pub ascii_char_weight: f32,
+    /// Containment rule: the shorter text must have at least this many characters...
+    pub containment_min_chars: usize,
+    /// ...be at least this fraction of the longer one's length...
+    pub containment_min_ratio: f32,
+    /// ...and occur in the longer text as an exact substring (truncations, added prefixes/suffixes).
+    pub containment: bool,
+    /// SimHash rule: both posts need at least this many distinct tokens (short token bags give
+    /// unstable fingerprints that collide, e.g. "嗯" = "嗯嗯嘴唇").
+    pub simhash_min_tokens: usize,
+    /// SimHash rule: the K of Zhou (2017), `Sim = 1/(H+1) + K * Dup`, Dup = token-set Jaccard.
+    pub sim_k: f32,
+    /// SimHash rule: a candidate is a duplicate when `Sim >= sim_threshold` (at least 1 + 0.2 K).
+    pub sim_threshold: f32,
+    /// Most verification work per post, in cells: one cell of the edit-distance DP (the
+    /// bit-parallel DP computes 64 per step), one element of a token-set merge or of a substring
+    /// search. Candidates met after the budget is spent are not verified (counted in
+    /// `verify_budget_exhausted` and `candidates_unverified`). 0 = unlimited.
+    pub max_verify_cells_per_post: u64,
+}
+
+/// Default of `max_verify_cells_per_post`.
+pub const DEFAULT_MAX_VERIFY_CELLS: u64 = 1 << 23;
+
+impl Default for VerifyConfig {
+    fn default() -> Self {
+        VerifyConfig {
+            mode: VerifyMode::Verified,
+            edit_similarity: 0.85,
+            edit_min_chars: 12,
+            ascii_char_weight: 0.5,
+            containment_min_chars: 11,
+            containment_min_ratio: 0.6,
+            containment: true,
+            simhash_min_tokens: 8,
+            sim_k: 4.0,
+            sim_threshold: 3.4,
+            max_verify_cells_per_post: DEFAULT_MAX_VERIFY_CELLS,
+        }
+    }
+}
+
+/// Whether candidates are verified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyMode {
+    /// Candidates become duplicates only through a verification rule.
+    Verified,
+    /// Classic SimHash: Hamming distance alone decides (baseline for comparisons).
+    SimhashOnly,
+}
+
+/// Which rule accepted a match.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Identical normalized text.
+    Exact,
+    /// Edit similarity at or above the threshold.
+    Edit,
+    /// One text is a long enough substring of the other.
+    Containment,
+    /// SimHash distance and token overlap (Zhou's Sim) above the threshold.
+    Simhash,
+}
+
+impl Method {
+    /// The label used in outputs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Exact => "exact",
+            Method::Edit => "edit",
+            Method::Containment => "containment",
+            Method::Simhash => "simhash",
+        }
+    }
+}
+
+/// What verification needs of a post.
+#[derive(Clone, Copy, Debug)]
+pub struct Sketch<'a> {
+    /// Normalized text as characters.
+    pub chars: &'a [char],
+    /// xxh3 of the normalized text.
+    pub text_hash: u64,
+    /// SimHash fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Sorted, distinct 32-bit token hashes.
+    pub tokens: &'a [u32],
+}
+
+/// An accepted match with the figures reported in duplicate events.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Match {
+    /// The accepting rule.
+    pub method: Method,
+    /// Hamming distance of the fingerprints.
+    pub distance: u32,
+    /// Token-set Jaccard (Zhou's Dup).
+    pub overlap: f32,
+    /// Zhou's `Sim = 1/(H+1) + K * Dup`.
+    pub similarity: f32,
+    /// Normalized character similarity used for ranking candidates: 1.0 for exact, edit
+    /// similarity for `edit`, length ratio for `containment`, overlap for `simhash`.
+    pub score: f32,
+}
+
+/// Verification work a post may still spend on its candidates, in cells (see
+/// `VerifyConfig::max_verify_cells_per_post`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    left: u64,
+    spent: u64,
+}
+
+/// The budget ran out before a candidate's verification finished: it counts as not verified.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exhausted;
+
+impl Budget {
+    /// A budget of `cells` (0 = unlimited).
+    pub fn new(cells: u64) -> Budget {
+        Budget {
+            left: if cells == 0 { u64::MAX } else { cells },
+            spent: 0,
+        }
+    }
+
+    /// No limit.
+    pub fn unlimited() -> Budget {
+        Budget::new(0)
+    }
+
+    /// Cells spent so far.
+    pub fn spent(&self) -> u64 {
+        self.spent
+    }
+
+    fn charge(&mut self, cells: u64) -> Result<(), Exhausted> {
+        if cells > self.left {
+            self.left = 0;
+            return Err(Exhausted);
+        }
+        self.left -= cells;
+        self.spent += cells;
+        Ok(())
+    }
+
+    /// Charges work that must happen (the overlap figure of an accepted match) even past the limit.
+    fn force(&mut self, cells: u64) {
+        self.left = self.left.saturating_sub(cells);
+        self.spent += cells;
+    }
+}
+
+/// Checks one candidate pair against every rule; the first rule that accepts wins, in the order
+/// exact, edit, containment, simhash.
+pub fn verify(a: &Sketch<'_>, b: &Sketch<'_>, cfg: &VerifyConfig) -> Option<Match> {
+    verify_within(a, b, cfg, &mut Budget::unlimited()).unwrap_or(None)
+}
+
+/// `verify` charging its work to `budget`; `Err(Exhausted)` when the budget cannot pay for a
+/// rule that still had to run (the pair then counts as not verified). The cheap rejections run
+/// first: lengths, a character-count bound, common prefix and suffix; the edit distance is
+/// computed in the band implied by the threshold or bit-parallel, whichever is cheaper.
+pub fn verify_within(
+    a: &Sketch<'_>,
+    b: &Sketch<'_>,
+    cfg: &VerifyConfig,
+    budget: &mut Budget,
+) -> Result<Option<Match>, Exhausted> {
+    let distance = a.fingerprint.hamming(b.fingerprint);
+    let merge_cells = (a.tokens.len() + b.tokens.len()) as u64;
+    let figures = |overlap: f32| (overlap, 1.0 / (distance as f32 + 1.0) + cfg.sim_k * overlap);
+    // The overlap is only computed for a match (or the simhash rule): long posts have thousands
+    // of tokens.
+    let accept = |method, score, budget: &mut Budget| {
+        budget.force(merge_cells);
+        let (overlap, similarity) = figures(jaccard(a.tokens, b.tokens));
+        Ok(Some(Match {
+            method,
+            distance,
+            overlap,
+            similarity,
+            score,
+        }))
+    };
+    if a.text_hash == b.text_hash && a.chars == b.chars {
+        return accept(Method::Exact, 1.0, budget);
+    }
+    let (short, long) = if a.chars.len() <= b.chars.len() {
+        (a.chars, b.chars)
+    } else {
+        (b.chars, a.chars)
+    };
+    if !short.is_empty() && long.len() >= cfg.edit_min_chars {
+        let max_edits = ((1.0 - cfg.edit_similarity) * long.len() as f32 + 1e-4).floor() as usize;
+        if let Some(d) = edit_distance_within(short, long, max_edits, budget)? {
+            return accept(Method::Edit, 1.0 - d as f32 / long.len() as f32, budget);
+        }
+    }
+    if cfg.containment
+        && effective_len(short, cfg) >= cfg.containment_min_chars as f32
+        && short.len() as f32 >= cfg.containment_min_ratio * long.len() as f32
+    {
+        budget.charge((long.len() + short.len()) as u64)?;
+        if contains(long, short) {
+            return accept(
+                Method::Containment,
+                short.len() as f32 / long.len() as f32,
+                budget,
+            );
+        }
+    }
+    if a.tokens.len() >= cfg.simhash_min_tokens && b.tokens.len() >= cfg.simhash_min_tokens {
+        // Sim <= 1/(H+1) + K * (smaller set / larger set): skip the merge when even that fails.
+        let (sa, sb) = (a.tokens.len() as f32, b.tokens.len() as f32);
+        let (_, best) = figures(sa.min(sb) / sa.max(sb));
+        if best >= cfg.sim_threshold {
+            budget.charge(merge_cells)?;
+            let overlap = jaccard(a.tokens, b.tokens);
+            let (overlap, similarity) = figures(overlap);
+            if similarity >= cfg.sim_threshold {
+                return Ok(Some(Match {
+                    method: Method::Simhash,
+                    distance,
+                    overlap,
+                    similarity,
+                    score: overlap,
+                }));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// What the cheap gates of `verify` need of a stored candidate; the index keeps these in dense
+/// arrays so most candidates are rejected without reading the entry.
+#[derive(Clone, Copy, Debug)]
+pub struct Gates {
+    /// Normalized text length in characters.
+    pub chars: usize,
+    /// Distinct tokens.
+    pub tokens: usize,
+    /// SimHash fingerprint.
+    pub fingerprint: Fingerprint,
+    /// xxh3 of the normalized text.
+    pub text_hash: u64,
+}
+
+/// False only when `verify` certainly rejects the pair (and spends nothing of a budget on it):
+/// no identical-text hash, lengths outside the edit band and the containment ratio, and a SimHash
+/// similarity that even a full token overlap could not lift to the threshold.
+pub fn may_accept(a: &Sketch<'_>, b: &Gates, cfg: &VerifyConfig) -> bool {
+    if a.text_hash == b.text_hash {
+        return true;
+    }
+    let (n, m) = (a.chars.len(), b.chars);
+    let (short, long) = (n.min(m), n.max(m));
+    if short > 0 && long >= cfg.edit_min_chars {
+        let max_edits = ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4).floor() as usize;
+        if long - short <= max_edits {
+            return true;
+        }
+    }
+    // The raw length bounds the weighted one from above.
+    if cfg.containment
+        && short as f32 >= cfg.containment_min_chars as f32
+        && short as f32 >= cfg.containment_min_ratio * long as f32
+    {
+        return true;
+    }
+    if a.tokens.len() >= cfg.simhash_min_tokens && b.tokens >= cfg.simhash_min_tokens {
+        let distance = a.fingerprint.hamming(b.fingerprint);
+        let (sa, sb) = (a.tokens.len() as f32, b.tokens as f32);
+        let best = 1.0 / (distance as f32 + 1.0) + cfg.sim_k * (sa.min(sb) / sa.max(sb));
+        if best >= cfg.sim_threshold {
+            return true;
+        }
+    }
+    false
+}
+
+/// The figures of an unverified SimHash match (`mode = "simhash_only"`).
+pub fn unverified(a: &Sketch<'_>, b: &Sketch<'_>, cfg: &VerifyConfig) -> Match {
+    let distance = a.fingerprint.hamming(b.fingerprint);
+    let overlap = jaccard(a.tokens, b.tokens);
+    let similarity = 1.0 / (distance as f32 + 1.0) + cfg.sim_k * overlap;
+    Match {
+        method: Method::Simhash,
+        distance,
+        overlap,
+        similarity,
+        score: 1.0 - distance as f32 / 64.0,
+    }
+}
+
+/// Length for the containment gate: CJK and other characters count 1, ASCII letters and digits
+/// `ascii_char_weight`.
+pub fn effective_len(chars: &[char], cfg: &VerifyConfig) -> f32 {
+    // Capped at 1 so the raw length bounds this one (the bigram index gates on raw length).
+    let w = cfg.ascii_char_weight.clamp(0.0, 1.0);
+    chars
+        .iter()
+        .map(|c| if c.is_ascii_alphanumeric() { w } else { 1.0 })
+        .sum()
+}
+
+/// Jaccard similarity of two sorted, distinct slices.
+pub fn jaccard(a: &[u32], b: &[u32]) -> f32 {
+    if a.is_empty() && b.is_empty() {
+        return 0.0;
+    }
+    let (mut i, mut j, mut inter) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                inter += 1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    inter as f32 / (a.len() + b.len() - inter) as f32
+}
+
+/// Whether `short` occurs in `long`: Rabin-Karp, linear in the lengths (every hash hit is
+/// compared, so the answer is exact).
+fn contains(long: &[char], short: &[char]) -> bool {
+    let (n, m) = (long.len(), short.len());
+    if m == 0 {
+        return true;
+    }
+    if m >= n {
+        return m == n && long == short;
+    }
+    const BASE: u64 = 0x0000_0100_0000_01b3;
+    let mut pow = 1u64;
+    let (mut hs, mut hw) = (0u64, 0u64);
+    for i in 0..m {
+        if i > 0 {
+            pow = pow.wrapping_mul(BASE);
+        }
+        hs = hs.wrapping_mul(BASE).wrapping_add(short[i] as u64);
+        hw = hw.wrapping_mul(BASE).wrapping_add(long[i] as u64);
+    }
+    for i in 0..=n - m {
+        if hw == hs && long[i..i + m] == *short {
+            return true;
+        }
+        if i + m < n {
+            hw = hw
+                .wrapping_sub((long[i] as u64).wrapping_mul(pow))
+                .wrapping_mul(BASE)
+                .wrapping_add(long[i + m] as u64);
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests;

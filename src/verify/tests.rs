@@ -1,0 +1,187 @@
+//! Unit and property tests of candidate verification and the edit-distance algorithms.
+
+use super::edit::{banded, count_bound, myers};
+use super::*;
+use proptest::prelude::*;
+
+fn chars(s: &str) -> Vec<char> {
+    s.chars().collect()
+}
+
+fn sketch<'a>(c: &'a [char], toks: &'a [u32], fp: u64) -> Sketch<'a> {
+    let s: String = c.iter().collect();
+    Sketch {
+        chars: c,
+        text_hash: xxhash_rust::xxh3::xxh3_64(s.as_bytes()),
+        fingerprint: Fingerprint(fp),
+        tokens: toks,
+    }
+}
+
+#[test]
+fn exact_match() {
+    let a = chars("今天天气真不错");
+    let m = verify(
+        &sketch(&a, &[1, 2], 7),
+        &sketch(&a, &[1, 2], 7),
+        &VerifyConfig::default(),
+    );
+    assert_eq!(m.map(|m| m.method), Some(Method::Exact));
+}
+
+#[test]
+fn one_char_edit_of_a_long_post_matches_but_not_of_a_short_one() {
+    let cfg = VerifyConfig::default();
+    let a = chars("我愿意了别人不愿意了那就不好办了");
+    let b = chars("我愿意了的别人不愿意了那就不好办了");
+    assert_eq!(
+        verify(&sketch(&a, &[], 0), &sketch(&b, &[], 0), &cfg).map(|m| m.method),
+        Some(Method::Edit)
+    );
+    let c = chars("大雁肉怎么吃");
+    let d = chars("大雁肉怎么做");
+    assert!(verify(&sketch(&c, &[], 0), &sketch(&d, &[], 0), &cfg).is_none());
+}
+
+#[test]
+fn truncation_matches_by_containment() {
+    let cfg = VerifyConfig::default();
+    let a = chars("任何事情做精致了做到极致都会相同效果");
+    let b = chars("任何事情做精致了做到极致都");
+    let m = verify(&sketch(&a, &[], 0), &sketch(&b, &[], 0), &cfg).map(|m| m.method);
+    assert_eq!(m, Some(Method::Containment));
+}
+
+#[test]
+fn simhash_rule_needs_tokens_and_overlap() {
+    let cfg = VerifyConfig::default();
+    let a = chars("甲乙");
+    let b = chars("丙丁");
+    let t1: Vec<u32> = (0..10).collect();
+    let t2: Vec<u32> = (0..9).chain([99]).collect();
+    let m = verify(&sketch(&a, &t1, 0b1), &sketch(&b, &t2, 0b11), &cfg);
+    assert_eq!(m.map(|m| m.method), Some(Method::Simhash));
+    let t3: Vec<u32> = (50..60).collect();
+    assert!(verify(&sketch(&a, &t1, 0), &sketch(&b, &t3, 0), &cfg).is_none());
+}
+
+#[test]
+fn latin_letters_count_less_toward_the_length_gates() {
+    let cfg = VerifyConfig::default();
+    let a = chars("dearharumahappybirthday");
+    let b = chars("harumahappybirthday");
+    assert!(verify(&sketch(&a, &[], 0), &sketch(&b, &[], 0), &cfg).is_none());
+    let full = VerifyConfig {
+        ascii_char_weight: 1.0,
+        ..VerifyConfig::default()
+    };
+    assert!(verify(&sketch(&a, &[], 0), &sketch(&b, &[], 0), &full).is_some());
+}
+
+#[test]
+fn jaccard_of_sorted_sets() {
+    assert_eq!(jaccard(&[1, 2, 3], &[2, 3, 4]), 0.5);
+    assert_eq!(jaccard(&[], &[]), 0.0);
+}
+
+/// Textbook O(n m) Levenshtein, the reference for the banded and bit-parallel versions.
+fn naive(a: &[char], b: &[char]) -> usize {
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut cur = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let sub = prev[j - 1] + usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = sub.min(prev[j] + 1).min(cur[j - 1] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[test]
+fn long_texts_sharing_a_prefix_cost_only_their_differing_part() {
+    let prefix: String = "今天天气真不错我们去公园散步吧".repeat(300);
+    let a = chars(&format!("{prefix}甲乙丙丁戊己庚辛"));
+    let b = chars(&format!("{prefix}子丑寅卯辰巳午未申"));
+    let mut budget = Budget::unlimited();
+    let d = edit_distance_within(&a, &b, a.len(), &mut budget);
+    assert_eq!(d, Ok(Some(9)));
+    assert!(budget.spent() <= 9 * 64, "spent {}", budget.spent());
+}
+
+#[test]
+fn a_spent_budget_stops_verification_but_never_changes_an_answer_given() {
+    let cfg = VerifyConfig::default();
+    let a: Vec<char> = "一二三四五六七八九十".repeat(40).chars().collect();
+    let mut b = a.clone();
+    for i in (0..b.len()).step_by(9) {
+        b[i] = '零';
+    }
+    let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
+    let full = verify(&sa, &sb, &cfg);
+    assert_eq!(full.map(|m| m.method), Some(Method::Edit));
+    let mut small = Budget::new(1000);
+    assert_eq!(verify_within(&sa, &sb, &cfg, &mut small), Err(Exhausted));
+    let mut enough = Budget::new(1 << 20);
+    assert_eq!(verify_within(&sa, &sb, &cfg, &mut enough), Ok(full));
+}
+
+proptest! {
+    #[test]
+    fn the_gates_never_reject_what_verify_accepts(
+        a in "[abcd]{0,30}", b in "[abcd]{0,30}",
+        ta in proptest::collection::btree_set(0u32..20, 0..14),
+        tb in proptest::collection::btree_set(0u32..20, 0..14),
+        fa: u64, flips in 0u32..4,
+    ) {
+        let (a, b) = (chars(&a), chars(&b));
+        let (ta, tb): (Vec<u32>, Vec<u32>) = (ta.into_iter().collect(), tb.into_iter().collect());
+        let fb = fa ^ ((1u64 << flips) - 1);
+        let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
+        let cfg = VerifyConfig::default();
+        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash };
+        if verify(&sa, &sb, &cfg).is_some() {
+            prop_assert!(may_accept(&sa, &gates, &cfg));
+        }
+    }
+
+    #[test]
+    fn banded_and_bit_parallel_agree_with_the_textbook_dp(
+        a in "[abcd]{0,150}", b in "[abcd]{0,150}", max in 0usize..160,
+    ) {
+        let (a, b) = (chars(&a), chars(&b));
+        let full = naive(&a, &b);
+        let want = (full <= max).then_some(full);
+        if !a.is_empty() && !b.is_empty() {
+            let (s, l) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
+            prop_assert_eq!(myers(s, l, max), want, "myers");
+            prop_assert_eq!(banded(s, l, max), want, "banded");
+        }
+        prop_assert_eq!(levenshtein_bounded(&a, &b, max), want);
+        prop_assert!(count_bound(&a, &b) <= full);
+    }
+
+    #[test]
+    fn contains_agrees_with_windows(long in "[ab]{0,40}", short in "[ab]{0,8}") {
+        let (l, s) = (chars(&long), chars(&short));
+        let want = s.is_empty() || l.windows(s.len()).any(|w| w == s.as_slice());
+        prop_assert_eq!(contains(&l, &s), want);
+    }
+
+    #[test]
+    fn bounded_agrees_with_full(a in "[abc]{0,12}", b in "[abc]{0,12}", max in 0usize..6) {
+        let (a, b) = (chars(&a), chars(&b));
+        let full = levenshtein(&a, &b);
+        let bounded = levenshtein_bounded(&a, &b, max);
+        prop_assert_eq!(bounded, (full <= max).then_some(full));
+    }
+
+    #[test]
+    fn verify_is_symmetric(a in "[abcd]{0,16}", b in "[abcd]{0,16}") {
+        let (a, b) = (chars(&a), chars(&b));
+        let cfg = VerifyConfig::default();
+        let x = verify(&sketch(&a, &[], 0), &sketch(&b, &[], 0), &cfg).map(|m| m.method);
+        let y = verify(&sketch(&b, &[], 0), &sketch(&a, &[], 0), &cfg).map(|m| m.method);
+        prop_assert_eq!(x, y);
+    }
+}
