@@ -172,7 +172,8 @@ pub struct EngineStats {
     pub query: QueryStats,
     /// Distinct candidates verified per query (posts that reached the index).
     pub candidates_per_query: Hist,
-    /// Posts too late for the window (judged, not indexed).
+    /// Posts older than the window that matched no live entry (passed as unique, marked late,
+    /// not indexed).
     pub late: u64,
     /// Entries dropped by generation expiry.
     pub expired_entries: u64,
