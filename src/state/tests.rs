@@ -79,12 +79,7 @@ fn commit_then_load_round_trips_and_discards_uncommitted() {
 fn expired_generations_are_dropped() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
-    let cp = Checkpoint {
-        next_seq: 2,
-        watermarks: Default::default(),
-        window_marks: Default::default(),
-        run: None,
-    };
+    let cp = checkpoint(2);
     store
         .commit(&[(1, entry("a", 0)), (5, entry("b", 1))], &cp, Some(3))
         .unwrap();
@@ -106,12 +101,7 @@ fn read_only_open_and_read_change_nothing() {
         "a read-only open must not create the dir"
     );
     let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
-    let cp = Checkpoint {
-        next_seq: 2,
-        watermarks: Default::default(),
-        window_marks: Default::default(),
-        run: None,
-    };
+    let cp = checkpoint(2);
     store
         .commit(&[(1, entry("a", 0)), (5, entry("b", 1))], &cp, None)
         .unwrap();
@@ -154,4 +144,14 @@ fn analysis_mismatch_is_refused() {
         after_drop(|| Store::open(dir.path(), "b", 1 << 20)),
         Err(StateError::AnalysisMismatch { .. })
     ));
+}
+
+/// A checkpoint at `next_seq` with no watermarks and no run record.
+fn checkpoint(next_seq: u64) -> Checkpoint {
+    Checkpoint {
+        next_seq,
+        watermarks: Default::default(),
+        window_marks: Default::default(),
+        run: None,
+    }
 }
