@@ -23,7 +23,8 @@ use crate::hist::Hist;
 use crate::types::Fingerprint;
 use crate::types::PostId;
 use crate::verify::{
-    may_accept, unverified, verify_within, Budget, Gates, Match, Sketch, VerifyConfig, VerifyMode,
+    may_accept, may_accept_simhash, unverified, verify_within, Budget, Gates, Match, Sketch,
+    VerifyConfig, VerifyMode,
 };
 
 /// Index shape and scan bounds (the `[index]` config section).
@@ -123,6 +124,9 @@ struct Segment {
 pub struct Scratch {
     cands: Vec<EntryRef>,
     lists: Vec<(usize, u32)>,
+    /// Slots met on the counted bigram path, shifted left by one over a flag bit (see
+    /// `Index::counted_gram_candidates`).
+    hits: Vec<u64>,
     grams: Vec<Gram>,
 }
 
@@ -356,16 +360,10 @@ impl Index {
             }
             if !self.simhash_only() {
                 let meta = &s.meta[slot];
-                let gates = Gates {
-                    chars: meta.chars as usize,
-                    tokens: meta.tokens as usize,
-                    fingerprint: Fingerprint(meta.fingerprint),
-                    text_hash: meta.text_hash,
-                };
                 // Rejected by verification's own gates, without reading the entry (nothing is
                 // charged to the budget either way). Its own id or a later key would have
                 // skipped it before verification; a gate-rejected one counts as verified.
-                if !may_accept(&q.sketch, &gates, &self.verify) {
+                if !may_accept(&q.sketch, &meta.gates(), &self.verify) {
                     if meta.id_hash != own {
                         stats.candidates += 1;
                         stats.verify_rejects += 1;
@@ -451,17 +449,22 @@ impl Index {
         {
             return;
         }
-        let probes = grams::max_missing_grams(n, &self.verify) + 1;
+        let missing = grams::max_missing_grams(n, &self.verify);
         scratch.lists.clear();
         for (i, g) in q.grams.iter().enumerate() {
             let len = seg.grams.get(g).map_or(0, |l| l.len() as u32);
             scratch.lists.push((i, len));
         }
-        // Any `probes` distinct grams are complete (see grams::max_missing_grams): take the
+        // Any `missing + 1` distinct grams are complete (see grams::max_missing_grams): take the
         // rarest in this generation to keep the scan short.
         scratch.lists.sort_unstable_by_key(|&(i, len)| (len, i));
+        let need = grams::count_threshold(&scratch.lists, missing, self.cfg.posting_scan_cap);
+        if need > 1 {
+            self.counted_gram_candidates(seg, q, missing + need, need, scratch);
+            return;
+        }
         let mut budget = self.cfg.posting_scan_cap;
-        for &(i, len) in scratch.lists.iter().take(probes) {
+        for &(i, len) in scratch.lists.iter().take(missing + 1) {
             if len == 0 {
                 continue;
             }
@@ -471,13 +474,8 @@ impl Index {
             if list.len() > budget {
                 stats.posting_scans_capped += 1;
             }
-            let lo = q.sketch.chars.len();
             for &slot in list.iter().rev().take(budget) {
-                let m = seg.meta[slot as usize].chars;
-                // Both char rules need comparable lengths; skip the rest before verification.
-                if m as f32 >= self.min_len_ratio * lo as f32
-                    && lo as f32 >= self.min_len_ratio * m as f32
-                {
+                if self.comparable_lengths(n, seg.meta[slot as usize].chars) {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
             }
@@ -486,6 +484,56 @@ impl Index {
                 break;
             }
         }
+    }
+
+    /// Count filtering: scans the `probes` rarest lists of `scratch.lists` in full (their total
+    /// fits `posting_scan_cap`, see `grams::count_threshold`) and keeps an entry only if it
+    /// occurs in at least `need` of them, since a match lacks at most `probes - need` of the
+    /// query's grams. The bound is the char rules'; an entry that only the SimHash rule could
+    /// accept is kept as the plain prefix filter would keep it: when it is in one of the first
+    /// `probes - need + 1` lists. So the candidates are a subset of the plain prefix filter's.
+    fn counted_gram_candidates(
+        &self,
+        seg: &Segment,
+        q: &Query<'_>,
+        probes: usize,
+        need: usize,
+        scratch: &mut Scratch,
+    ) {
+        let prefix = probes - need + 1;
+        scratch.hits.clear();
+        for (k, &(i, _)) in scratch.lists.iter().take(probes).enumerate() {
+            let Some(list) = seg.grams.get(&q.grams[i]) else {
+                continue;
+            };
+            // Low bit: seen in the plain prefix filter's lists.
+            let in_prefix = u64::from(k < prefix);
+            scratch
+                .hits
+                .extend(list.iter().map(|&slot| (u64::from(slot) << 1) | in_prefix));
+        }
+        scratch.hits.sort_unstable();
+        let n = q.sketch.chars.len();
+        // Each list holds a slot at most once, so a run's length is the slot's count.
+        for run in scratch.hits.chunk_by(|a, b| a >> 1 == b >> 1) {
+            let in_prefix = run.iter().any(|h| h & 1 == 1);
+            if !in_prefix {
+                continue;
+            }
+            let slot = (run[0] >> 1) as u32;
+            let meta = &seg.meta[slot as usize];
+            if self.comparable_lengths(n, meta.chars)
+                && (run.len() >= need || may_accept_simhash(&q.sketch, &meta.gates(), &self.verify))
+            {
+                scratch.cands.push(EntryRef { gen: seg.gen, slot });
+            }
+        }
+    }
+
+    /// Both char rules need comparable lengths; the gram path skips the rest before verification.
+    fn comparable_lengths(&self, query_chars: usize, entry_chars: u32) -> bool {
+        entry_chars as f32 >= self.min_len_ratio * query_chars as f32
+            && query_chars as f32 >= self.min_len_ratio * entry_chars as f32
     }
 }
 
@@ -497,6 +545,17 @@ struct Meta {
     id_hash: u64,
     chars: u32,
     tokens: u32,
+}
+
+impl Meta {
+    fn gates(&self) -> Gates {
+        Gates {
+            chars: self.chars as usize,
+            tokens: self.tokens as usize,
+            fingerprint: Fingerprint(self.fingerprint),
+            text_hash: self.text_hash,
+        }
+    }
 }
 
 fn id_hash(id: &PostId) -> u64 {

@@ -299,15 +299,19 @@ pub fn may_accept(a: &Sketch<'_>, b: &Gates, cfg: &VerifyConfig) -> bool {
     {
         return true;
     }
-    if a.tokens.len() >= cfg.simhash_min_tokens && b.tokens >= cfg.simhash_min_tokens {
-        let distance = a.fingerprint.hamming(b.fingerprint);
-        let (sa, sb) = (a.tokens.len() as f32, b.tokens as f32);
-        let best = 1.0 / (distance as f32 + 1.0) + cfg.sim_k * (sa.min(sb) / sa.max(sb));
-        if best >= cfg.sim_threshold {
-            return true;
-        }
+    may_accept_simhash(a, b, cfg)
+}
+
+/// False only when the SimHash rule of `verify` certainly rejects the pair: even a full token
+/// overlap could not lift the similarity to the threshold.
+pub fn may_accept_simhash(a: &Sketch<'_>, b: &Gates, cfg: &VerifyConfig) -> bool {
+    if a.tokens.len() < cfg.simhash_min_tokens || b.tokens < cfg.simhash_min_tokens {
+        return false;
     }
-    false
+    let distance = a.fingerprint.hamming(b.fingerprint);
+    let (sa, sb) = (a.tokens.len() as f32, b.tokens as f32);
+    let best = 1.0 / (distance as f32 + 1.0) + cfg.sim_k * (sa.min(sb) / sa.max(sb));
+    best >= cfg.sim_threshold
 }
 
 /// The figures of an unverified SimHash match (`mode = "simhash_only"`).
