@@ -428,6 +428,13 @@ impl Engine {
                 }
             }
             None => {
+                // A rerun of input already in the window finds its own entry: never a second copy.
+                if self.index.has_copy(gen, id, a.text_hash) {
+                    return Verdict::Unique {
+                        empty: false,
+                        late: false,
+                    };
+                }
                 let entry = Entry {
                     id: id.clone(),
                     key,
@@ -437,13 +444,6 @@ impl Engine {
                     text_hash: a.text_hash,
                     tokens: a.token_set.as_slice().into(),
                 };
-                // A rerun of input already in the window finds its own entry: never a second copy.
-                if self.index.has_copy(gen, id, a.text_hash) {
-                    return Verdict::Unique {
-                        empty: false,
-                        late: false,
-                    };
-                }
                 self.pending.push((gen, entry.clone()));
                 // A replayed post may find its own entry already replicated back.
                 if !self.index.contains(gen, &key) {

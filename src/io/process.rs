@@ -33,7 +33,8 @@ pub struct Emitted {
     pub reason: Option<RejectReason>,
     /// Whether a unique post was empty after normalization.
     pub empty: bool,
-    /// Whether a unique post was older than the window (passed without comparison).
+    /// Whether a unique post was older than the window (compared with the live entries, matched
+    /// none, not indexed).
     pub late: bool,
 }
 

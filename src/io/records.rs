@@ -49,7 +49,7 @@ struct Enrichment<'a> {
 pub struct Marks {
     /// The text normalized to nothing.
     pub empty: bool,
-    /// Older than the window: passed without comparison.
+    /// Older than the window and matching no live entry (passed as unique, not indexed).
     pub late: bool,
 }
 

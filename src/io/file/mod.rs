@@ -90,7 +90,7 @@ pub struct Summary {
     pub unique: u64,
     /// Of the unique posts, those empty after normalization.
     pub empty: u64,
-    /// Of the unique posts, those older than the window (passed without comparison).
+    /// Of the unique posts, those older than the window that matched no live entry (not indexed).
     pub late: u64,
     /// Duplicate events.
     pub duplicates: u64,
