@@ -404,7 +404,7 @@ impl Engine {
         match found {
             Some((r, m)) => {
                 let (cluster, matched_time) = match self.index.get(r) {
-                    Some(e) => (e.id.clone(), e.time),
+                    Some(e) => (e.id, e.time),
                     None => (id.clone(), EventTime(t)),
                 };
                 // Ties prefer the newest generation, so an existing copy in `gen` wins and no
@@ -465,7 +465,7 @@ impl Engine {
         if self.index.has_copy(gen, &old.id, old.text_hash) {
             return;
         }
-        let copy = Entry { key, ..old.clone() };
+        let copy = Entry { key, ..old };
         self.pending.push((gen, copy.clone()));
         if !self.index.contains(gen, &key) {
             self.index.insert(gen, copy, &mut self.scratch);

@@ -38,16 +38,12 @@ pub struct SegmentShape {
 }
 
 impl Index {
-    /// Every live entry, oldest generation first, in insertion order.
-    pub(crate) fn entries(&self) -> impl Iterator<Item = (EntryRef, &Entry)> + '_ {
+    /// Every live entry, oldest generation first, in insertion order (rebuilt from the compact
+    /// form).
+    pub(crate) fn entries(&self) -> impl Iterator<Item = (EntryRef, Entry)> + '_ {
         self.segments.iter().flat_map(|s| {
-            s.entries.iter().enumerate().map(move |(i, e)| {
-                let r = EntryRef {
-                    gen: s.gen,
-                    slot: i as u32,
-                };
-                (r, e)
-            })
+            (0..s.store.len() as u32)
+                .map(move |slot| (EntryRef { gen: s.gen, slot }, s.store.entry(slot)))
         })
     }
 
@@ -68,12 +64,13 @@ impl Index {
             .map(|s| {
                 let mut sh = SegmentShape {
                     gen: s.gen,
-                    entries: s.entries.len(),
+                    entries: s.store.len(),
                     ..SegmentShape::default()
                 };
-                for e in &s.entries {
-                    let t = self.tabled(e.tokens.len());
-                    let g = self.gram_indexed(e.chars.len());
+                for slot in 0..s.store.len() as u32 {
+                    let m = s.store.meta(slot);
+                    let t = self.tabled(m.tokens as usize);
+                    let g = self.gram_indexed(m.chars as usize);
                     sh.tabled += usize::from(t);
                     sh.gram_indexed += usize::from(g);
                     sh.both += usize::from(t && g);
@@ -82,13 +79,13 @@ impl Index {
                     sh.buckets.extend(
                         table
                             .iter()
-                            .map(|(k, v)| (t, *k, v.len(), v.last().copied().unwrap_or(0))),
+                            .map(|(k, v)| (t, k, v.len(), v.last().unwrap_or(0))),
                     );
                 }
                 sh.postings.extend(
                     s.grams
                         .iter()
-                        .map(|(g, v)| (*g, v.len(), v.last().copied().unwrap_or(0))),
+                        .map(|(g, v)| (g, v.len(), v.last().unwrap_or(0))),
                 );
                 sh
             })
@@ -107,7 +104,13 @@ impl Index {
             .take_while(|s| s.gen >= q.min_gen)
         {
             if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
-                if *seg.entries[slot as usize].chars == *q.sketch.chars {
+                if seg
+                    .store
+                    .cold(slot)
+                    .text
+                    .chars()
+                    .eq(q.sketch.chars.iter().copied())
+                {
                     let r = EntryRef { gen: seg.gen, slot };
                     found.entry(r).or_default().exact = true;
                 }

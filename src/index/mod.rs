@@ -7,6 +7,8 @@
 pub mod entry;
 pub mod grams;
 mod inspect;
+pub mod postings;
+pub mod store;
 pub mod tables;
 
 use std::collections::VecDeque;
@@ -17,14 +19,15 @@ use serde::{Deserialize, Serialize};
 pub use entry::{Entry, OrderKey};
 use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
+use postings::Postings;
+use store::{id_hash, Store};
 pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;
-use crate::types::Fingerprint;
 use crate::types::PostId;
 use crate::verify::{
-    may_accept, may_accept_simhash, unverified, verify_within, Budget, Gates, Match, Sketch,
-    VerifyConfig, VerifyMode,
+    may_accept, may_accept_simhash, unverified, verify_within, Budget, Match, Sketch, VerifyConfig,
+    VerifyMode,
 };
 
 /// Index shape and scan bounds (the `[index]` config section).
@@ -107,16 +110,14 @@ pub struct Query<'a> {
 
 struct Segment {
     gen: i64,
-    entries: Vec<Entry>,
-    /// What candidate filters and verification's cheap gates need of every entry, by slot, in
-    /// one 32-byte record: a candidate costs one cache line here instead of reads scattered over
-    /// the entry and its heap parts, and most are rejected without reading the entry.
-    meta: Vec<Meta>,
-    keys: rustc_hash::FxHashSet<OrderKey>,
+    /// The entries, compact: candidate filters and verification's cheap gates read one small
+    /// record per candidate, and most candidates are rejected without reading the rest.
+    store: Store,
+    /// Hashes of the entries' order keys (`Index::contains`).
+    keys: rustc_hash::FxHashSet<u64>,
     exact: FxHashMap<u64, u32>,
-    tables: Vec<FxHashMap<u64, Vec<u32>>>,
-    grams: FxHashMap<Gram, Vec<u32>>,
-    bytes: usize,
+    tables: Vec<Postings<u64>>,
+    grams: Postings<Gram>,
 }
 
 /// Reusable buffers for queries and inserts (the index itself stays immutable while querying).
@@ -128,6 +129,8 @@ pub struct Scratch {
     /// `Index::counted_gram_candidates`).
     hits: Vec<u64>,
     grams: Vec<Gram>,
+    /// A candidate's text, decoded for verification.
+    chars: Vec<char>,
 }
 
 /// The generational index.
@@ -163,7 +166,7 @@ impl Index {
 
     /// Number of live entries (copies included).
     pub fn len(&self) -> usize {
-        self.segments.iter().map(|s| s.entries.len()).sum()
+        self.segments.iter().map(|s| s.store.len()).sum()
     }
 
     /// True when no entry is live.
@@ -173,24 +176,26 @@ impl Index {
 
     /// Approximate bytes held by entries and their postings.
     pub fn approx_bytes(&self) -> usize {
-        self.segments.iter().map(|s| s.bytes).sum()
+        self.segments.iter().map(Segment::approx_bytes).sum()
     }
 
     /// Live generations, oldest first.
     pub fn generations(&self) -> impl Iterator<Item = (i64, usize)> + '_ {
-        self.segments.iter().map(|s| (s.gen, s.entries.len()))
+        self.segments.iter().map(|s| (s.gen, s.store.len()))
     }
 
-    /// The entry at `r`.
-    pub fn get(&self, r: EntryRef) -> Option<&Entry> {
+    /// The entry at `r`, rebuilt from its compact form.
+    pub fn get(&self, r: EntryRef) -> Option<Entry> {
         self.segment(r.gen)
-            .and_then(|s| s.entries.get(r.slot as usize))
+            .filter(|s| (r.slot as usize) < s.store.len())
+            .map(|s| s.store.entry(r.slot))
     }
 
     /// Whether generation `gen` already holds an entry with this key (replicated entries can
-    /// arrive twice).
+    /// arrive twice). Keys are kept as 64-bit hashes.
     pub fn contains(&self, gen: i64, key: &OrderKey) -> bool {
-        self.segment(gen).is_some_and(|s| s.keys.contains(key))
+        self.segment(gen)
+            .is_some_and(|s| s.keys.contains(&key_hash(key)))
     }
 
     /// Whether generation `gen` holds a copy of representative `id` with this text (a rerun or
@@ -199,7 +204,7 @@ impl Index {
         self.segment(gen).is_some_and(|s| {
             s.exact
                 .get(&text_hash)
-                .is_some_and(|&slot| s.entries[slot as usize].id == *id)
+                .is_some_and(|&slot| s.store.cold(slot).id == id.0)
         })
     }
 
@@ -217,7 +222,7 @@ impl Index {
         let mut dropped = 0;
         while self.segments.front().is_some_and(|s| s.gen < min_gen) {
             if let Some(s) = self.segments.pop_front() {
-                dropped += s.entries.len();
+                dropped += s.store.len();
             }
         }
         dropped
@@ -234,6 +239,11 @@ impl Index {
                 i
             }
             None => {
+                // The newest generation so far: the one before it is complete unless late
+                // posts arrive, so its postings are merged into their compact form now.
+                if let Some(prev) = self.segments.back_mut() {
+                    prev.seal();
+                }
                 self.segments
                     .push_back(Segment::new(gen, self.layout.tables()));
                 self.segments.len() - 1
@@ -242,11 +252,11 @@ impl Index {
         let tabled = self.tabled(entry.tokens.len());
         let gram_indexed = self.gram_indexed(entry.chars.len());
         let seg = &mut self.segments[idx];
-        let slot = seg.entries.len() as u32;
+        let slot = seg.store.push(&entry);
         // The exact map keeps the earliest entry of a text, whatever order entries arrive in.
         match seg.exact.entry(entry.text_hash) {
             std::collections::hash_map::Entry::Occupied(mut o) => {
-                if entry.key < seg.entries[*o.get() as usize].key {
+                if entry.key < seg.store.cold(*o.get()).key {
                     o.insert(slot);
                 }
             }
@@ -254,32 +264,18 @@ impl Index {
                 v.insert(slot);
             }
         }
-        seg.keys.insert(entry.key);
+        seg.keys.insert(key_hash(&entry.key));
         if tabled {
             for (t, table) in seg.tables.iter_mut().enumerate() {
-                table
-                    .entry(self.layout.key(t, entry.fingerprint))
-                    .or_default()
-                    .push(slot);
+                table.push(self.layout.key(t, entry.fingerprint), slot);
             }
         }
-        let mut bytes = entry.approx_bytes() + 16;
         if gram_indexed {
             grams::distinct_bigrams(&entry.chars, &mut scratch.grams);
             for g in &scratch.grams {
-                seg.grams.entry(*g).or_default().push(slot);
+                seg.grams.push(*g, slot);
             }
-            bytes += scratch.grams.len() * 12;
         }
-        seg.bytes += bytes + self.layout.tables() * 12 + 32;
-        seg.meta.push(Meta {
-            fingerprint: entry.fingerprint.0,
-            text_hash: entry.text_hash,
-            id_hash: id_hash(&entry.id),
-            chars: entry.chars.len() as u32,
-            tokens: entry.tokens.len() as u32,
-        });
-        seg.entries.push(entry);
         EntryRef { gen, slot }
     }
 
@@ -316,17 +312,17 @@ impl Index {
             .take_while(|s| s.gen >= q.min_gen)
         {
             if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
-                let e = &seg.entries[slot as usize];
-                if e.id != *q.id
-                    && q.before.sees(&e.key, q.tick_secs)
-                    && *e.chars == *q.sketch.chars
-                {
-                    stats.candidates += 1;
-                    let r = EntryRef { gen: seg.gen, slot };
-                    let mut budget = Budget::unlimited();
-                    let m = verify_within(&q.sketch, &e.sketch(), &self.verify, &mut budget);
-                    stats.verify_cells += budget.spent();
-                    return m.ok().flatten().map(|m| (r, m));
+                let cold = seg.store.cold(slot);
+                if cold.id != q.id.0 && q.before.sees(&cold.key, q.tick_secs) {
+                    let e = seg.store.sketch(slot, &cold, &mut scratch.chars);
+                    if e.chars == q.sketch.chars {
+                        stats.candidates += 1;
+                        let r = EntryRef { gen: seg.gen, slot };
+                        let mut budget = Budget::unlimited();
+                        let m = verify_within(&q.sketch, &e, &self.verify, &mut budget);
+                        stats.verify_cells += budget.spent();
+                        return m.ok().flatten().map(|m| (r, m));
+                    }
                 }
             }
         }
@@ -346,7 +342,8 @@ impl Index {
         cands.sort_unstable_by(|a, b| b.gen.cmp(&a.gen).then(a.slot.cmp(&b.slot)));
         cands.dedup();
         let mut budget = Budget::new(self.verify.max_verify_cells_per_post);
-        let own = id_hash(q.id);
+        let own = id_hash(&q.id.0);
+        let mut chars = std::mem::take(&mut scratch.chars);
         let mut seg: Option<&Segment> = None;
         for (i, r) in cands.iter().enumerate() {
             // Candidates come grouped by generation: find each segment once.
@@ -354,12 +351,11 @@ impl Index {
                 seg = self.segment(r.gen);
             }
             let Some(s) = seg else { continue };
-            let slot = r.slot as usize;
-            if slot >= s.entries.len() {
+            if r.slot as usize >= s.store.len() {
                 continue;
             }
+            let meta = s.store.meta(r.slot);
             if !self.simhash_only() {
-                let meta = &s.meta[slot];
                 // Rejected by verification's own gates, without reading the entry (nothing is
                 // charged to the budget either way). Its own id or a later key would have
                 // skipped it before verification; a gate-rejected one counts as verified.
@@ -371,16 +367,17 @@ impl Index {
                     continue;
                 }
             }
-            let e = &s.entries[slot];
-            if (s.meta[slot].id_hash == own && e.id == *q.id) || !q.before.sees(&e.key, q.tick_secs)
+            let cold = s.store.cold(r.slot);
+            if (meta.id_hash == own && cold.id == q.id.0) || !q.before.sees(&cold.key, q.tick_secs)
             {
                 continue;
             }
             stats.candidates += 1;
+            let e = s.store.sketch(r.slot, &cold, &mut chars);
             let verdict = if self.simhash_only() {
-                Some(unverified(&q.sketch, &e.sketch(), &self.verify))
+                Some(unverified(&q.sketch, &e, &self.verify))
             } else {
-                match verify_within(&q.sketch, &e.sketch(), &self.verify, &mut budget) {
+                match verify_within(&q.sketch, &e, &self.verify, &mut budget) {
                     Ok(v) => v,
                     Err(_) => {
                         // Candidates are in a deterministic order, so the cut is too.
@@ -401,6 +398,7 @@ impl Index {
         }
         stats.verify_cells += budget.spent();
         scratch.cands = cands;
+        scratch.chars = chars;
         best
     }
 
@@ -416,18 +414,13 @@ impl Index {
         }
         let fp = q.sketch.fingerprint;
         for (t, table) in seg.tables.iter().enumerate() {
-            let Some(bucket) = table.get(&self.layout.key(t, fp)) else {
-                stats.bucket_sizes.observe(0);
-                continue;
-            };
+            let bucket = table.get(&self.layout.key(t, fp));
             stats.bucket_sizes.observe(bucket.len() as u64);
             if bucket.len() > self.cfg.bucket_scan_cap {
                 stats.bucket_scans_capped += 1;
             }
-            for &slot in bucket.iter().rev().take(self.cfg.bucket_scan_cap) {
-                if (seg.meta[slot as usize].fingerprint ^ fp.0).count_ones()
-                    <= self.cfg.max_distance
-                {
+            for slot in bucket.rev().take(self.cfg.bucket_scan_cap) {
+                if (seg.store.meta(slot).fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
             }
@@ -452,7 +445,7 @@ impl Index {
         let missing = grams::max_missing_grams(n, &self.verify);
         scratch.lists.clear();
         for (i, g) in q.grams.iter().enumerate() {
-            let len = seg.grams.get(g).map_or(0, |l| l.len() as u32);
+            let len = seg.grams.get(g).len() as u32;
             scratch.lists.push((i, len));
         }
         // Any `missing + 1` distinct grams are complete (see grams::max_missing_grams): take the
@@ -468,14 +461,12 @@ impl Index {
             if len == 0 {
                 continue;
             }
-            let Some(list) = seg.grams.get(&q.grams[i]) else {
-                continue;
-            };
+            let list = seg.grams.get(&q.grams[i]);
             if list.len() > budget {
                 stats.posting_scans_capped += 1;
             }
-            for &slot in list.iter().rev().take(budget) {
-                if self.comparable_lengths(n, seg.meta[slot as usize].chars) {
+            for slot in list.rev().take(budget) {
+                if self.comparable_lengths(n, seg.store.meta(slot).chars) {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
             }
@@ -503,14 +494,12 @@ impl Index {
         let prefix = probes - need + 1;
         scratch.hits.clear();
         for (k, &(i, _)) in scratch.lists.iter().take(probes).enumerate() {
-            let Some(list) = seg.grams.get(&q.grams[i]) else {
-                continue;
-            };
+            let list = seg.grams.get(&q.grams[i]);
             // Low bit: seen in the plain prefix filter's lists.
             let in_prefix = u64::from(k < prefix);
             scratch
                 .hits
-                .extend(list.iter().map(|&slot| (u64::from(slot) << 1) | in_prefix));
+                .extend(list.iter().map(|slot| (u64::from(slot) << 1) | in_prefix));
         }
         scratch.hits.sort_unstable();
         let n = q.sketch.chars.len();
@@ -521,7 +510,7 @@ impl Index {
                 continue;
             }
             let slot = (run[0] >> 1) as u32;
-            let meta = &seg.meta[slot as usize];
+            let meta = seg.store.meta(slot);
             if self.comparable_lengths(n, meta.chars)
                 && (run.len() >= need || may_accept_simhash(&q.sketch, &meta.gates(), &self.verify))
             {
@@ -537,42 +526,40 @@ impl Index {
     }
 }
 
-/// Per-slot record of a segment (see `Segment::meta`).
-#[derive(Clone, Copy)]
-struct Meta {
-    fingerprint: u64,
-    text_hash: u64,
-    id_hash: u64,
-    chars: u32,
-    tokens: u32,
-}
-
-impl Meta {
-    fn gates(&self) -> Gates {
-        Gates {
-            chars: self.chars as usize,
-            tokens: self.tokens as usize,
-            fingerprint: Fingerprint(self.fingerprint),
-            text_hash: self.text_hash,
-        }
-    }
-}
-
-fn id_hash(id: &PostId) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(id.0.as_bytes())
+fn key_hash(k: &OrderKey) -> u64 {
+    let mut b = [0u8; 20];
+    b[..8].copy_from_slice(&k.tau.to_le_bytes());
+    b[8..12].copy_from_slice(&k.partition.to_le_bytes());
+    b[12..].copy_from_slice(&k.seq.to_le_bytes());
+    xxhash_rust::xxh3::xxh3_64(&b)
 }
 
 impl Segment {
     fn new(gen: i64, tables: usize) -> Segment {
         Segment {
             gen,
-            entries: Vec::new(),
-            meta: Vec::new(),
+            store: Store::default(),
             keys: rustc_hash::FxHashSet::default(),
             exact: FxHashMap::default(),
-            tables: (0..tables).map(|_| FxHashMap::default()).collect(),
-            grams: FxHashMap::default(),
-            bytes: 0,
+            tables: (0..tables).map(|_| Postings::default()).collect(),
+            grams: Postings::default(),
         }
+    }
+
+    fn seal(&mut self) {
+        self.tables.iter_mut().for_each(Postings::seal);
+        self.grams.seal();
+    }
+
+    fn approx_bytes(&self) -> usize {
+        self.store.approx_bytes()
+            + self.keys.capacity() * 9
+            + self.exact.capacity() * 13
+            + self
+                .tables
+                .iter()
+                .map(Postings::approx_bytes)
+                .sum::<usize>()
+            + self.grams.approx_bytes()
     }
 }

@@ -85,7 +85,7 @@ pub fn query(o: Opened, raw: &str, tokenizer: &Tokenizer, limit: usize) -> Query
     let mut rows: Vec<Near> = Vec::new();
     let mut scanned = 0;
     // Newest generation first, so the copy kept for a cluster is its newest.
-    let mut all: Vec<(EntryRef, &Entry)> =
+    let mut all: Vec<(EntryRef, Entry)> =
         index.entries().filter(|(r, _)| r.gen >= min_gen).collect();
     all.sort_by(|x, y| y.0.gen.cmp(&x.0.gen).then(x.0.slot.cmp(&y.0.slot)));
     for (r, e) in all {

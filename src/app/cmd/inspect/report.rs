@@ -198,16 +198,16 @@ pub fn report(dir: &Path, o: &Opened, cfg: &Config, top: usize) -> Report {
         counts.tables_only += s.tabled - s.both;
         counts.exact_only += s.entries + s.both - s.tabled - s.gram_indexed;
     }
-    let mut by_cluster: BTreeMap<&PostId, (Vec<i64>, &Entry)> = BTreeMap::new();
+    let mut by_cluster: BTreeMap<PostId, (Vec<i64>, Entry)> = BTreeMap::new();
     let (mut oldest, mut newest) = (None::<i64>, None::<i64>);
     for (r, e) in index.entries() {
+        oldest = Some(oldest.map_or(e.time.0, |t| t.min(e.time.0)));
+        newest = Some(newest.map_or(e.time.0, |t| t.max(e.time.0)));
         by_cluster
-            .entry(&e.id)
+            .entry(e.id.clone())
             .or_insert_with(|| (Vec::new(), e))
             .0
             .push(r.gen);
-        oldest = Some(oldest.map_or(e.time.0, |t| t.min(e.time.0)));
-        newest = Some(newest.map_or(e.time.0, |t| t.max(e.time.0)));
     }
     counts.representatives = by_cluster.len();
     let mut clusters: Vec<ClusterView> = by_cluster
@@ -216,7 +216,7 @@ pub fn report(dir: &Path, o: &Opened, cfg: &Config, top: usize) -> Report {
             cluster: id.to_string(),
             copies: gens.len(),
             generations: gens,
-            text: text(e),
+            text: text(&e),
         })
         .collect();
     clusters.sort_by(|a, b| {
@@ -229,7 +229,7 @@ pub fn report(dir: &Path, o: &Opened, cfg: &Config, top: usize) -> Report {
     let sample = |gen: i64, slot: u32| {
         index
             .get(EntryRef { gen, slot })
-            .map(text)
+            .map(|e| text(&e))
             .unwrap_or_default()
     };
     let mut buckets: Vec<Hot<u32>> = Vec::new();
