@@ -1,6 +1,6 @@
-//! Character bigrams for the bigram path, and the prefix-filter arithmetic that says how many of
-//! a text's grams must be indexed and probed so that no match under the verification rules is
-//! missed (the order they are taken in is `order`'s).
+//! Character bigrams for the short-text path, and the prefix- and count-filter arithmetic that
+//! says how many of a query's grams must be probed, and in how many of the probed posting lists
+//! an entry must occur, so that no match under the verification rules is missed.
 
 use crate::verify::VerifyConfig;
 
@@ -44,9 +44,8 @@ pub fn min_indexed_chars(cfg: &VerifyConfig) -> usize {
 ///   absent.
 /// - containment, query inside the entry: none are missing.
 ///
-/// The bound is symmetric: read with the entry's length, it bounds how many of the entry's grams
-/// the query lacks (the edit bound holds for either side's length, and each containment case is
-/// one side's), which is what prefix filtering on both sides needs (`order`).
+/// The bound is on distinct grams, so it also bounds how many of any `missing + c` probed grams
+/// an accepted entry lacks: it holds at least `c` of them (count filtering, `count_threshold`).
 pub fn max_missing_grams(query_chars: usize, cfg: &VerifyConfig) -> usize {
     let a = query_chars as f32;
     let t = cfg.edit_similarity.clamp(0.01, 1.0);
@@ -57,6 +56,41 @@ pub fn max_missing_grams(query_chars: usize, cfg: &VerifyConfig) -> usize {
         missing = missing.max(extra);
     }
     missing
+}
+
+/// Most probed lists a candidate may be required to occur in (the `c` of count filtering).
+pub const MAX_COUNT_THRESHOLD: usize = 4;
+
+/// Count filtering: probing `missing + c` distinct grams of the query, a matching entry lacks at
+/// most `missing` of them (see `max_missing_grams`), so it occurs in at least `c` of the probed
+/// posting lists and entries in fewer can be dropped. Returns `c` for `lists`, the query's grams
+/// as `(gram, posting list length)` sorted by length: 1 (the plain prefix filter) unless the
+/// rarest `missing + c` lists together fit `scan_cap`, so that no list is cut and every count is
+/// exact. A list is added only if it is no longer than all the lists before it together, so each
+/// added gram at most doubles the scan; `c` never exceeds `MAX_COUNT_THRESHOLD` and never needs
+/// more lists than the query has grams.
+pub fn count_threshold(lists: &[(usize, u32)], missing: usize, scan_cap: usize) -> usize {
+    let prefix = missing + 1;
+    if lists.len() <= prefix {
+        return 1;
+    }
+    let mut total: usize = lists[..prefix].iter().map(|&(_, len)| len as usize).sum();
+    if total == 0 || total > scan_cap {
+        return 1;
+    }
+    let mut c = 1;
+    while c < MAX_COUNT_THRESHOLD {
+        let Some(&(_, next)) = lists.get(prefix + c - 1) else {
+            break;
+        };
+        let next = next as usize;
+        if next > total || total + next > scan_cap {
+            break;
+        }
+        total += next;
+        c += 1;
+    }
+    c
 }
 
 #[cfg(test)]
@@ -78,6 +112,24 @@ mod tests {
     fn min_indexed_chars_follows_rules() {
         let cfg = VerifyConfig::default();
         assert_eq!(min_indexed_chars(&cfg), 11);
+    }
+
+    #[test]
+    fn count_threshold_stays_within_cap_and_grams() {
+        let lists = |lens: &[u32]| lens.iter().copied().enumerate().collect::<Vec<_>>();
+        // Two probes (missing 1) of 5 + 5, then longer lists: each added one at most doubles.
+        assert_eq!(count_threshold(&lists(&[5, 5, 6, 20, 30]), 1, 4096), 2);
+        assert_eq!(count_threshold(&lists(&[5, 5, 6, 16, 40]), 1, 4096), 3);
+        assert_eq!(count_threshold(&lists(&[5, 5, 6, 16, 30]), 1, 4096), 4);
+        assert_eq!(count_threshold(&lists(&[5, 5, 6, 16, 30]), 1, 20), 2);
+        // The plain prefix filter when it is already cut, or no gram is left to add.
+        assert_eq!(count_threshold(&lists(&[5, 5, 6]), 1, 9), 1);
+        assert_eq!(count_threshold(&lists(&[5, 5]), 1, 4096), 1);
+        assert_eq!(count_threshold(&lists(&[0, 0, 0, 0]), 1, 4096), 1);
+        assert_eq!(
+            count_threshold(&lists(&[1; 40]), 3, 4096),
+            MAX_COUNT_THRESHOLD
+        );
     }
 
     /// `a` with `edits` applied: (position, 0 insert / 1 delete / 2 substitute, character).
@@ -133,9 +185,38 @@ mod tests {
                 distinct_bigrams(&b, &mut gb);
                 let missing = ga.iter().filter(|g| !gb.contains(g)).count();
                 prop_assert!(missing <= max_missing_grams(a.len(), &cfg), "missing {} a={:?} b={:?} d={}", missing, a, b, levenshtein(&a, &b));
-                // And the other way round, read with B's length (prefix filtering needs both).
-                let back = gb.iter().filter(|g| !ga.contains(g)).count();
-                prop_assert!(back <= max_missing_grams(b.len(), &cfg), "back {} a={:?} b={:?}", back, a, b);
+            }
+        }
+
+        // Count filtering: of any `missing + c` distinct grams of A (here in a random order, as
+        // posting list lengths would put them), every B the char rules accept holds at least c.
+        #[test]
+        fn count_filter_keeps_every_accepted_pair(
+            a in "[天地人和风雨]{10,30}",
+            edits in proptest::collection::vec((0usize..30, 0u8..3, "[天地人和风雨云]"), 0..5),
+            trim in (0usize..4, 0usize..4),
+            pad in ("[天地人和风雨云]{0,2}", "[天地人和风雨云]{0,2}"),
+            order in any::<u64>(),
+        ) {
+            let cfg = VerifyConfig::default();
+            let a: Vec<char> = a.chars().collect();
+            let mut b = edited(&a, &edits);
+            let end = b.len().saturating_sub(trim.1).max(trim.0.min(b.len()));
+            b = b[trim.0.min(b.len())..end].to_vec();
+            b = pad.0.chars().chain(b).chain(pad.1.chars()).collect();
+            if accepted(&a, &b, &cfg) && b.len() >= min_indexed_chars(&cfg) {
+                let (mut ga, mut gb) = (Vec::new(), Vec::new());
+                distinct_bigrams(&a, &mut ga);
+                distinct_bigrams(&b, &mut gb);
+                ga.sort_unstable_by_key(|g| (g ^ order).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                let missing = max_missing_grams(a.len(), &cfg);
+                for c in 1..=MAX_COUNT_THRESHOLD {
+                    if missing + c > ga.len() {
+                        break;
+                    }
+                    let count = ga[..missing + c].iter().filter(|g| gb.binary_search(g).is_ok()).count();
+                    prop_assert!(count >= c, "c {} count {} a={:?} b={:?}", c, count, a, b);
+                }
             }
         }
     }

@@ -116,7 +116,6 @@ impl Index {
                 }
             }
             let mut scratch = Scratch::default();
-            self.query_prefix(q, &mut scratch);
             self.simhash_candidates(seg, q, &mut scratch, &mut stats);
             for r in scratch.cands.drain(..) {
                 found.entry(r).or_default().simhash = true;

@@ -7,7 +7,6 @@
 pub mod entry;
 pub mod grams;
 mod inspect;
-pub mod order;
 pub mod postings;
 pub mod store;
 pub mod tables;
@@ -27,7 +26,8 @@ pub use tables::{LayoutError, TableLayout};
 use crate::hist::Hist;
 use crate::types::PostId;
 use crate::verify::{
-    may_accept, unverified, verify_within, Budget, Match, Sketch, VerifyConfig, VerifyMode,
+    may_accept, may_accept_simhash, unverified, verify_within, Budget, Match, Sketch, VerifyConfig,
+    VerifyMode,
 };
 
 /// Index shape and scan bounds (the `[index]` config section).
@@ -124,9 +124,11 @@ struct Segment {
 #[derive(Default)]
 pub struct Scratch {
     cands: Vec<EntryRef>,
+    lists: Vec<(usize, u32)>,
+    /// Slots met on the counted bigram path, shifted left by one over a flag bit (see
+    /// `Index::counted_gram_candidates`).
+    hits: Vec<u64>,
     grams: Vec<Gram>,
-    /// The query's prefix: its rarest grams (`order`).
-    prefix: Vec<Gram>,
     /// A candidate's text, decoded for verification.
     chars: Vec<char>,
 }
@@ -269,10 +271,7 @@ impl Index {
             }
         }
         if gram_indexed {
-            // Only the entry's prefix (see `order`).
             grams::distinct_bigrams(&entry.chars, &mut scratch.grams);
-            let keep = grams::max_missing_grams(entry.chars.len(), &self.verify) + 1;
-            order::keep_rarest(&mut scratch.grams, keep);
             for g in &scratch.grams {
                 seg.grams.push(*g, slot);
             }
@@ -328,7 +327,6 @@ impl Index {
             }
         }
         scratch.cands.clear();
-        self.query_prefix(q, scratch);
         for seg in self
             .segments
             .iter()
@@ -429,20 +427,6 @@ impl Index {
         }
     }
 
-    /// The query's prefix (`order`) into `scratch.prefix`; empty when the bigram path does not
-    /// apply to it.
-    fn query_prefix(&self, q: &Query<'_>, scratch: &mut Scratch) {
-        scratch.prefix.clear();
-        let n = q.sketch.chars.len();
-        if self.gram_path() && n >= self.min_gram_chars {
-            scratch.prefix.extend_from_slice(q.grams);
-            let keep = grams::max_missing_grams(n, &self.verify) + 1;
-            order::keep_rarest(&mut scratch.prefix, keep);
-        }
-    }
-
-    /// Entries of `seg` indexed under a gram of the query's prefix (`query_prefix`), newest
-    /// first per list, at most `posting_scan_cap` of them, rarest gram first.
     fn gram_candidates(
         &self,
         seg: &Segment,
@@ -450,16 +434,34 @@ impl Index {
         scratch: &mut Scratch,
         stats: &mut QueryStats,
     ) {
-        if scratch.prefix.is_empty() || seg.grams.is_empty() {
+        let n = q.sketch.chars.len();
+        if !self.gram_path()
+            || n < self.min_gram_chars
+            || q.grams.is_empty()
+            || seg.grams.is_empty()
+        {
             return;
         }
-        let n = q.sketch.chars.len();
+        let missing = grams::max_missing_grams(n, &self.verify);
+        scratch.lists.clear();
+        for (i, g) in q.grams.iter().enumerate() {
+            let len = seg.grams.get(g).len() as u32;
+            scratch.lists.push((i, len));
+        }
+        // Any `missing + 1` distinct grams are complete (see grams::max_missing_grams): take the
+        // rarest in this generation to keep the scan short.
+        scratch.lists.sort_unstable_by_key(|&(i, len)| (len, i));
+        let need = grams::count_threshold(&scratch.lists, missing, self.cfg.posting_scan_cap);
+        if need > 1 {
+            self.counted_gram_candidates(seg, q, missing + need, need, scratch);
+            return;
+        }
         let mut budget = self.cfg.posting_scan_cap;
-        for g in &scratch.prefix {
-            let list = seg.grams.get(g);
-            if list.is_empty() {
+        for &(i, len) in scratch.lists.iter().take(missing + 1) {
+            if len == 0 {
                 continue;
             }
+            let list = seg.grams.get(&q.grams[i]);
             if list.len() > budget {
                 stats.posting_scans_capped += 1;
             }
@@ -471,6 +473,48 @@ impl Index {
             budget = budget.saturating_sub(list.len());
             if budget == 0 {
                 break;
+            }
+        }
+    }
+
+    /// Count filtering: scans the `probes` rarest lists of `scratch.lists` in full (their total
+    /// fits `posting_scan_cap`, see `grams::count_threshold`) and keeps an entry only if it
+    /// occurs in at least `need` of them, since a match lacks at most `probes - need` of the
+    /// query's grams. The bound is the char rules'; an entry that only the SimHash rule could
+    /// accept is kept as the plain prefix filter would keep it: when it is in one of the first
+    /// `probes - need + 1` lists. So the candidates are a subset of the plain prefix filter's.
+    fn counted_gram_candidates(
+        &self,
+        seg: &Segment,
+        q: &Query<'_>,
+        probes: usize,
+        need: usize,
+        scratch: &mut Scratch,
+    ) {
+        let prefix = probes - need + 1;
+        scratch.hits.clear();
+        for (k, &(i, _)) in scratch.lists.iter().take(probes).enumerate() {
+            let list = seg.grams.get(&q.grams[i]);
+            // Low bit: seen in the plain prefix filter's lists.
+            let in_prefix = u64::from(k < prefix);
+            scratch
+                .hits
+                .extend(list.iter().map(|slot| (u64::from(slot) << 1) | in_prefix));
+        }
+        scratch.hits.sort_unstable();
+        let n = q.sketch.chars.len();
+        // Each list holds a slot at most once, so a run's length is the slot's count.
+        for run in scratch.hits.chunk_by(|a, b| a >> 1 == b >> 1) {
+            let in_prefix = run.iter().any(|h| h & 1 == 1);
+            if !in_prefix {
+                continue;
+            }
+            let slot = (run[0] >> 1) as u32;
+            let meta = seg.store.meta(slot);
+            if self.comparable_lengths(n, meta.chars)
+                && (run.len() >= need || may_accept_simhash(&q.sketch, &meta.gates(), &self.verify))
+            {
+                scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }
         }
     }
