@@ -129,6 +129,8 @@ pub struct Scratch {
     /// `Index::counted_gram_candidates`).
     hits: Vec<u64>,
     grams: Vec<Gram>,
+    /// One posting list, decoded.
+    slots: Vec<u32>,
     /// A candidate's text, decoded for verification.
     chars: Vec<char>,
 }
@@ -419,7 +421,9 @@ impl Index {
             if bucket.len() > self.cfg.bucket_scan_cap {
                 stats.bucket_scans_capped += 1;
             }
-            for slot in bucket.rev().take(self.cfg.bucket_scan_cap) {
+            scratch.slots.clear();
+            bucket.append_to(&mut scratch.slots);
+            for &slot in scratch.slots.iter().rev().take(self.cfg.bucket_scan_cap) {
                 if (seg.store.meta(slot).fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
@@ -465,7 +469,9 @@ impl Index {
             if list.len() > budget {
                 stats.posting_scans_capped += 1;
             }
-            for slot in list.rev().take(budget) {
+            scratch.slots.clear();
+            list.append_to(&mut scratch.slots);
+            for &slot in scratch.slots.iter().rev().take(budget) {
                 if self.comparable_lengths(n, seg.store.meta(slot).chars) {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }

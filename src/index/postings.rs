@@ -1,7 +1,8 @@
 //! A compact multimap from a key (a block-table key or a bigram) to the slots that carry it, in
 //! slot order. Small LSM: new postings go to a mutable head of per-key vectors; `seal` merges the
-//! head into one immutable run (every key's slots contiguous in one array, one small map entry
-//! per key), so a sealed generation costs four bytes a posting instead of a vector per key.
+//! head into one immutable run, where every key's slots are contiguous and stored as LEB128
+//! varints of the gaps between them, with one small map entry per key. A posting of a common
+//! key then takes one byte, of a rare key two or three, instead of four plus a vector per key.
 //! A generation that still receives posts is sealed whenever its head grows to half its run, so
 //! merging costs O(1) amortized per posting.
 
@@ -15,8 +16,10 @@ const MIN_SEAL: usize = 4096;
 /// Slots by key: a sealed run and a mutable head (newer slots).
 #[derive(Debug)]
 pub struct Postings<K> {
+    /// Per key: start of its varints in `run`, and how many slots.
     run_keys: FxHashMap<K, (u32, u32)>,
-    run: Vec<u32>,
+    run: Vec<u8>,
+    run_len: usize,
     head: FxHashMap<K, Vec<u32>>,
     head_len: usize,
 }
@@ -26,25 +29,25 @@ impl<K> Default for Postings<K> {
         Postings {
             run_keys: FxHashMap::default(),
             run: Vec::new(),
+            run_len: 0,
             head: FxHashMap::default(),
             head_len: 0,
         }
     }
 }
 
-/// The slots of one key, oldest first: the sealed part, then the head's (newer) part.
+/// The slots of one key: the sealed part (varint gaps), then the head's (newer) part.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct List<'a> {
-    /// Slots in the sealed run.
-    pub sealed: &'a [u32],
-    /// Slots added since.
-    pub head: &'a [u32],
+    sealed: &'a [u8],
+    sealed_len: u32,
+    head: &'a [u32],
 }
 
 impl<'a> List<'a> {
     /// Number of slots.
     pub fn len(&self) -> usize {
-        self.sealed.len() + self.head.len()
+        self.sealed_len as usize + self.head.len()
     }
 
     /// True when the key has no slot.
@@ -52,24 +55,64 @@ impl<'a> List<'a> {
         self.len() == 0
     }
 
-    /// Slots newest first.
-    pub fn rev(&self) -> impl Iterator<Item = u32> + 'a {
-        self.head
-            .iter()
-            .rev()
-            .chain(self.sealed.iter().rev())
-            .copied()
-    }
-
     /// Slots in slot order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + 'a {
-        self.sealed.iter().chain(self.head.iter()).copied()
+        Gaps {
+            bytes: self.sealed,
+            left: self.sealed_len,
+            prev: 0,
+        }
+        .chain(self.head.iter().copied())
+    }
+
+    /// Appends the slots, in slot order, to `out`.
+    pub fn append_to(&self, out: &mut Vec<u32>) {
+        out.reserve(self.len());
+        out.extend(self.iter());
     }
 
     /// The newest slot.
     pub fn last(&self) -> Option<u32> {
-        self.head.last().or(self.sealed.last()).copied()
+        self.head.last().copied().or_else(|| self.iter().last())
     }
+}
+
+/// Decoder of a sealed list: each varint is the gap to the previous slot (the first, the slot).
+struct Gaps<'a> {
+    bytes: &'a [u8],
+    left: u32,
+    prev: u32,
+}
+
+impl Iterator for Gaps<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let mut v = 0u32;
+        let mut shift = 0;
+        for (i, &b) in self.bytes.iter().enumerate() {
+            v |= u32::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                self.bytes = &self.bytes[i + 1..];
+                self.prev = self.prev.wrapping_add(v);
+                return Some(self.prev);
+            }
+            shift += 7;
+        }
+        None
+    }
+}
+
+fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
 }
 
 impl<K: Copy + Eq + Hash + Ord> Postings<K> {
@@ -84,22 +127,26 @@ impl<K: Copy + Eq + Hash + Ord> Postings<K> {
 
     /// The slots of `key`.
     pub fn get(&self, key: &K) -> List<'_> {
-        let sealed = self
+        let (sealed, sealed_len) = self
             .run_keys
             .get(key)
-            .map_or(&[][..], |&(s, e)| &self.run[s as usize..e as usize]);
+            .map_or((&[][..], 0), |&(s, n)| (&self.run[s as usize..], n));
         let head = self.head.get(key).map_or(&[][..], |v| v.as_slice());
-        List { sealed, head }
+        List {
+            sealed,
+            sealed_len,
+            head,
+        }
     }
 
     /// True when no slot is held.
     pub fn is_empty(&self) -> bool {
-        self.run.is_empty() && self.head_len == 0
+        self.run_len == 0 && self.head_len == 0
     }
 
     /// Total slots held.
     pub fn postings(&self) -> usize {
-        self.run.len() + self.head_len
+        self.run_len + self.head_len
     }
 
     /// Number of distinct keys.
@@ -127,15 +174,16 @@ impl<K: Copy + Eq + Hash + Ord> Postings<K> {
     pub fn approx_bytes(&self) -> usize {
         let map_entry = std::mem::size_of::<(K, (u32, u32))>() + 1;
         let head_entry = std::mem::size_of::<(K, Vec<u32>)>() + 1 + 16;
-        self.run.capacity() * 4
+        self.run.capacity()
             + self.run_keys.capacity() * map_entry
             + self.head.capacity() * head_entry
             + self.head_len * 4
     }
 
-    /// Merges the head into the sealed run.
+    /// Merges the head into the sealed run (unless the run would outgrow its 32-bit offsets,
+    /// which no generation of a sane size reaches: the head then keeps growing).
     pub fn seal(&mut self) {
-        if self.head_len == 0 {
+        if self.head_len == 0 || self.run.len() + 5 * self.head_len > u32::MAX as usize {
             return;
         }
         let mut keys: Vec<K> = self.run_keys.keys().copied().collect();
@@ -146,17 +194,22 @@ impl<K: Copy + Eq + Hash + Ord> Postings<K> {
                 .copied(),
         );
         keys.sort_unstable();
-        let mut run = Vec::with_capacity(self.run.len() + self.head_len);
+        let mut run = Vec::with_capacity(self.run.len() + 2 * self.head_len);
         let mut run_keys = FxHashMap::default();
         run_keys.reserve(keys.len());
         for k in keys {
             let start = run.len() as u32;
             let list = self.get(&k);
-            run.extend_from_slice(list.sealed);
-            run.extend_from_slice(list.head);
-            run_keys.insert(k, (start, run.len() as u32));
+            let mut prev = 0;
+            for slot in list.iter() {
+                put_varint(&mut run, slot - prev);
+                prev = slot;
+            }
+            run_keys.insert(k, (start, list.len() as u32));
         }
+        run.shrink_to_fit();
         self.run = run;
+        self.run_len += self.head_len;
         self.run_keys = run_keys;
         self.head = FxHashMap::default();
         self.head_len = 0;
@@ -171,13 +224,16 @@ mod tests {
     proptest! {
         // Whatever the interleaving of pushes and seals, every key lists its slots in order.
         #[test]
-        fn lists_match_a_plain_map(keys in proptest::collection::vec(0u64..50, 0..12_000), seals in proptest::collection::vec(0usize..12_000, 0..4)) {
+        fn lists_match_a_plain_map(keys in proptest::collection::vec((0u64..50, 1u32..300), 0..12_000), seals in proptest::collection::vec(0usize..12_000, 0..4)) {
             let mut p = Postings::default();
             let mut want: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
-            for (slot, k) in keys.iter().enumerate() {
-                p.push(*k, slot as u32);
-                want.entry(*k).or_default().push(slot as u32);
-                if seals.contains(&slot) {
+            // Gaps of every varint width.
+            let mut slot = 0u32;
+            for (i, (k, step)) in keys.iter().enumerate() {
+                slot += step * step;
+                p.push(*k, slot);
+                want.entry(*k).or_default().push(slot);
+                if seals.contains(&i) {
                     p.seal();
                 }
             }
@@ -186,8 +242,8 @@ mod tests {
             for (k, v) in &want {
                 let l = p.get(k);
                 prop_assert_eq!(&l.iter().collect::<Vec<_>>(), v);
-                let mut r: Vec<u32> = l.rev().collect();
-                r.reverse();
+                let mut r = Vec::new();
+                l.append_to(&mut r);
                 prop_assert_eq!(&r, v);
                 prop_assert_eq!(l.last(), v.last().copied());
             }
