@@ -17,7 +17,9 @@
 # --max-secs S (wall budget of the background; default 900), --seed N, --dev-span-hours H
 # (event-time span the dev stream is re-timed into, shortened in proportion when the background
 # stops short of the target; default 3), --dev-gap-cap-secs S (gaps between dev posts are capped
-# at S before the linear squeeze; default 60), --no-restart.
+# at S before the linear squeeze; default 60), --no-restart, --in-memory (keep entries' ids, texts
+# and tokens in memory, as `state.spill_texts = false`; by default they go to spill files under the
+# output directory, as `simdedup dedup --state-dir` does).
 # The run is pinned to one core (taskset) and niced. Outputs: target/bench-scale/ (summary.json,
 # the dev posts' verdicts, the re-timed dev stream) or $SIMDEDUP_SCALE_OUT.
 set -euo pipefail
@@ -30,7 +32,7 @@ out=${SIMDEDUP_SCALE_OUT:-target/bench-scale}
 [ -f "$corpus" ] || { echo "no corpus at $corpus (set SIMDEDUP_SHARED)" >&2; exit 2; }
 mkdir -p "$out"
 cargo build --release --locked -q
-cargo bench --locked -q --bench scale --no-run 2>/dev/null
+cargo bench --locked -q --bench scale --no-run
 bench=$(ls -t target/release/deps/scale-* | grep -v '\.d$' | head -1)
 pin=()
 command -v taskset >/dev/null && pin=(taskset -c "${SIMDEDUP_CORE:-0}")

@@ -209,10 +209,19 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// An engine with an empty index.
+    /// An engine with an empty index that keeps every entry in memory.
     pub fn new(cfg: &EngineConfig) -> Result<Engine, EngineError> {
+        Engine::with_cold(cfg, crate::index::cold::in_memory())
+    }
+
+    /// An engine with an empty index whose entries' ids, texts and tokens go to stores made by
+    /// `cold` (see `index::cold`).
+    pub fn with_cold(
+        cfg: &EngineConfig,
+        cold: std::sync::Arc<dyn crate::index::cold::ColdFactory>,
+    ) -> Result<Engine, EngineError> {
         Ok(Engine {
-            index: Index::new(cfg.index.clone(), cfg.verify.clone())?,
+            index: Index::with_cold(cfg.index.clone(), cfg.verify.clone(), cold)?,
             window: Window::new(&cfg.window)?,
             watermarks: BTreeMap::new(),
             horizons: BTreeMap::new(),
@@ -279,9 +288,7 @@ impl Engine {
             if min_gen.is_some_and(|m| gen < m) {
                 continue;
             }
-            for e in entries {
-                self.index.insert(gen, e, &mut self.scratch);
-            }
+            self.index.insert_all(gen, entries, &mut self.scratch);
         }
     }
 

@@ -42,8 +42,9 @@ impl Index {
     /// form).
     pub(crate) fn entries(&self) -> impl Iterator<Item = (EntryRef, Entry)> + '_ {
         self.segments.iter().flat_map(|s| {
-            (0..s.store.len() as u32)
-                .map(move |slot| (EntryRef { gen: s.gen, slot }, s.store.entry(slot)))
+            (0..s.store.len() as u32).filter_map(move |slot| {
+                Some((EntryRef { gen: s.gen, slot }, s.store.entry(slot).ok()?))
+            })
         })
     }
 
@@ -106,10 +107,8 @@ impl Index {
             if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
                 if seg
                     .store
-                    .cold(slot)
-                    .text
-                    .chars()
-                    .eq(q.sketch.chars.iter().copied())
+                    .cold(slot, &mut Vec::new())
+                    .is_ok_and(|c| c.text.chars().eq(q.sketch.chars.iter().copied()))
                 {
                     let r = EntryRef { gen: seg.gen, slot };
                     found.entry(r).or_default().exact = true;

@@ -4,6 +4,7 @@
 //! an exact map on the normalized-text hash, the SimHash block tables, and a character-bigram
 //! inverted index for short texts. Every candidate goes through `verify`.
 
+pub mod cold;
 pub mod entry;
 pub mod grams;
 mod inspect;
@@ -12,10 +13,12 @@ pub mod store;
 pub mod tables;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
+use cold::ColdFactory;
 pub use entry::{Entry, OrderKey};
 use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
@@ -87,6 +90,8 @@ pub struct QueryStats {
     pub verify_budget_exhausted: u64,
     /// Candidates left unverified because the post's verification budget ran out.
     pub candidates_unverified: u64,
+    /// Candidates skipped because their stored record could not be read.
+    pub cold_read_errors: u64,
     /// Size of every SimHash bucket looked up (0 when the key had no bucket).
     pub bucket_sizes: Hist,
 }
@@ -131,8 +136,11 @@ pub struct Scratch {
     grams: Vec<Gram>,
     /// One posting list, decoded.
     slots: Vec<u32>,
-    /// A candidate's text, decoded for verification.
+    /// A candidate's cold record, when read from outside memory.
+    cold: Vec<u8>,
+    /// A candidate's text and tokens, decoded for verification.
     chars: Vec<char>,
+    tokens: Vec<u32>,
 }
 
 /// The generational index.
@@ -143,11 +151,22 @@ pub struct Index {
     min_gram_chars: usize,
     min_len_ratio: f32,
     segments: VecDeque<Segment>,
+    cold: Arc<dyn ColdFactory>,
 }
 
 impl Index {
-    /// An empty index.
+    /// An empty index that keeps every entry in memory.
     pub fn new(cfg: IndexConfig, verify: VerifyConfig) -> Result<Index, LayoutError> {
+        Index::with_cold(cfg, verify, cold::in_memory())
+    }
+
+    /// An empty index whose generations keep their entries' cold records (ids, texts, tokens)
+    /// in stores made by `cold`.
+    pub fn with_cold(
+        cfg: IndexConfig,
+        verify: VerifyConfig,
+        cold: Arc<dyn ColdFactory>,
+    ) -> Result<Index, LayoutError> {
         let layout = TableLayout::new(cfg.blocks, cfg.max_distance)?;
         let min_gram_chars = grams::min_indexed_chars(&verify);
         // Neither char rule accepts a pair whose lengths differ by more than this ratio.
@@ -163,6 +182,7 @@ impl Index {
             min_gram_chars,
             min_len_ratio,
             segments: VecDeque::new(),
+            cold,
         })
     }
 
@@ -190,7 +210,7 @@ impl Index {
     pub fn get(&self, r: EntryRef) -> Option<Entry> {
         self.segment(r.gen)
             .filter(|s| (r.slot as usize) < s.store.len())
-            .map(|s| s.store.entry(r.slot))
+            .and_then(|s| s.store.entry(r.slot).ok())
     }
 
     /// Whether generation `gen` already holds an entry with this key (replicated entries can
@@ -204,9 +224,11 @@ impl Index {
     /// a refresh would otherwise add a second one).
     pub fn has_copy(&self, gen: i64, id: &PostId, text_hash: u64) -> bool {
         self.segment(gen).is_some_and(|s| {
-            s.exact
-                .get(&text_hash)
-                .is_some_and(|&slot| s.store.cold(slot).id == id.0)
+            s.exact.get(&text_hash).is_some_and(|&slot| {
+                s.store
+                    .cold(slot, &mut Vec::new())
+                    .is_ok_and(|c| c.id == id.0)
+            })
         })
     }
 
@@ -230,14 +252,40 @@ impl Index {
         dropped
     }
 
+    /// Adds the entries of generation `gen` in one go (a restart), merging its postings once.
+    pub fn insert_all(
+        &mut self,
+        gen: i64,
+        entries: impl IntoIterator<Item = Entry>,
+        scratch: &mut Scratch,
+    ) {
+        for e in entries {
+            self.insert_with(gen, e, scratch, false);
+        }
+        if let Some(seg) = self.segments.iter_mut().find(|s| s.gen == gen) {
+            seg.seal();
+        }
+    }
+
     /// Adds an entry to generation `gen` (created on demand) and indexes it.
     pub fn insert(&mut self, gen: i64, entry: Entry, scratch: &mut Scratch) -> EntryRef {
+        self.insert_with(gen, entry, scratch, true)
+    }
+
+    fn insert_with(
+        &mut self,
+        gen: i64,
+        entry: Entry,
+        scratch: &mut Scratch,
+        merge: bool,
+    ) -> EntryRef {
         let pos = self.segments.iter().position(|s| s.gen >= gen);
         let idx = match pos {
             Some(i) if self.segments[i].gen == gen => i,
             Some(i) => {
+                let cold = self.cold.create(gen);
                 self.segments
-                    .insert(i, Segment::new(gen, self.layout.tables()));
+                    .insert(i, Segment::new(gen, self.layout.tables(), cold));
                 i
             }
             None => {
@@ -246,8 +294,9 @@ impl Index {
                 if let Some(prev) = self.segments.back_mut() {
                     prev.seal();
                 }
+                let cold = self.cold.create(gen);
                 self.segments
-                    .push_back(Segment::new(gen, self.layout.tables()));
+                    .push_back(Segment::new(gen, self.layout.tables(), cold));
                 self.segments.len() - 1
             }
         };
@@ -258,7 +307,11 @@ impl Index {
         // The exact map keeps the earliest entry of a text, whatever order entries arrive in.
         match seg.exact.entry(entry.text_hash) {
             std::collections::hash_map::Entry::Occupied(mut o) => {
-                if entry.key < seg.store.cold(*o.get()).key {
+                let earlier = seg
+                    .store
+                    .cold(*o.get(), &mut scratch.cold)
+                    .is_ok_and(|c| entry.key < c.key);
+                if earlier {
                     o.insert(slot);
                 }
             }
@@ -269,13 +322,22 @@ impl Index {
         seg.keys.insert(key_hash(&entry.key));
         if tabled {
             for (t, table) in seg.tables.iter_mut().enumerate() {
-                table.push(self.layout.key(t, entry.fingerprint), slot);
+                let key = self.layout.key(t, entry.fingerprint);
+                if merge {
+                    table.push(key, slot);
+                } else {
+                    table.push_unsealed(key, slot);
+                }
             }
         }
         if gram_indexed {
             grams::distinct_bigrams(&entry.chars, &mut scratch.grams);
             for g in &scratch.grams {
-                seg.grams.push(*g, slot);
+                if merge {
+                    seg.grams.push(*g, slot);
+                } else {
+                    seg.grams.push_unsealed(*g, slot);
+                }
             }
         }
         EntryRef { gen, slot }
@@ -314,10 +376,17 @@ impl Index {
             .take_while(|s| s.gen >= q.min_gen)
         {
             if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
-                let cold = seg.store.cold(slot);
-                if cold.id != q.id.0 && q.before.sees(&cold.key, q.tick_secs) {
-                    let e = seg.store.sketch(slot, &cold, &mut scratch.chars);
-                    if e.chars == q.sketch.chars {
+                let Ok(cold) = seg.store.cold(slot, &mut scratch.cold) else {
+                    stats.cold_read_errors += 1;
+                    continue;
+                };
+                if cold.id != q.id.0
+                    && q.before.sees(&cold.key, q.tick_secs)
+                    && cold.text.chars().eq(q.sketch.chars.iter().copied())
+                {
+                    let meta = seg.store.meta(slot);
+                    let e = cold.sketch(meta, &mut scratch.chars, &mut scratch.tokens);
+                    {
                         stats.candidates += 1;
                         let r = EntryRef { gen: seg.gen, slot };
                         let mut budget = Budget::unlimited();
@@ -345,7 +414,6 @@ impl Index {
         cands.dedup();
         let mut budget = Budget::new(self.verify.max_verify_cells_per_post);
         let own = id_hash(&q.id.0);
-        let mut chars = std::mem::take(&mut scratch.chars);
         let mut seg: Option<&Segment> = None;
         for (i, r) in cands.iter().enumerate() {
             // Candidates come grouped by generation: find each segment once.
@@ -369,13 +437,16 @@ impl Index {
                     continue;
                 }
             }
-            let cold = s.store.cold(r.slot);
+            let Ok(cold) = s.store.cold(r.slot, &mut scratch.cold) else {
+                stats.cold_read_errors += 1;
+                continue;
+            };
             if (meta.id_hash == own && cold.id == q.id.0) || !q.before.sees(&cold.key, q.tick_secs)
             {
                 continue;
             }
             stats.candidates += 1;
-            let e = s.store.sketch(r.slot, &cold, &mut chars);
+            let e = cold.sketch(meta, &mut scratch.chars, &mut scratch.tokens);
             let verdict = if self.simhash_only() {
                 Some(unverified(&q.sketch, &e, &self.verify))
             } else {
@@ -400,7 +471,6 @@ impl Index {
         }
         stats.verify_cells += budget.spent();
         scratch.cands = cands;
-        scratch.chars = chars;
         best
     }
 
@@ -541,10 +611,10 @@ fn key_hash(k: &OrderKey) -> u64 {
 }
 
 impl Segment {
-    fn new(gen: i64, tables: usize) -> Segment {
+    fn new(gen: i64, tables: usize, cold: Box<dyn cold::ColdStore>) -> Segment {
         Segment {
             gen,
-            store: Store::default(),
+            store: Store::new(cold),
             keys: rustc_hash::FxHashSet::default(),
             exact: FxHashMap::default(),
             tables: (0..tables).map(|_| Postings::default()).collect(),

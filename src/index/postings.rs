@@ -118,11 +118,16 @@ fn put_varint(out: &mut Vec<u8>, mut v: u32) {
 impl<K: Copy + Eq + Hash + Ord> Postings<K> {
     /// Adds `slot` under `key`. Slots must be added in increasing order.
     pub fn push(&mut self, key: K, slot: u32) {
-        self.head.entry(key).or_default().push(slot);
-        self.head_len += 1;
-        if self.head_len >= MIN_SEAL.max(self.run.len() / 2) {
+        self.push_unsealed(key, slot);
+        if self.head_len >= MIN_SEAL.max(self.run_len / 2) {
             self.seal();
         }
+    }
+
+    /// Adds `slot` under `key` without merging, for a bulk load that seals once at the end.
+    pub fn push_unsealed(&mut self, key: K, slot: u32) {
+        self.head.entry(key).or_default().push(slot);
+        self.head_len += 1;
     }
 
     /// The slots of `key`.

@@ -1,11 +1,13 @@
 //! Compact storage of one generation's entries, without a heap allocation per entry: what the
 //! candidate filters and verification's cheap gates read of every candidate sits in one 40-byte
 //! record per slot (`Meta`); the rest (order key, time, id, normalized text as UTF-8, token
-//! hashes) is appended to two arenas and read back only for candidates that pass the gates.
+//! hashes) is one record in the generation's `ColdStore`, read back only for candidates that
+//! pass the gates.
 
 use crate::types::{EventTime, Fingerprint, PostId};
 use crate::verify::{Gates, Sketch};
 
+use super::cold::{ColdStore, InMemory};
 use super::entry::{Entry, OrderKey};
 
 /// Per-slot record: what filters and gates need, plus where the rest lives.
@@ -15,8 +17,10 @@ pub struct Meta {
     pub fingerprint: u64,
     /// xxh3 of the normalized text.
     pub text_hash: u64,
-    /// Offset of the entry's record in the byte arena.
+    /// Offset of the entry's cold record.
     offset: u64,
+    /// Length of the cold record.
+    len: u32,
     /// Low 32 bits of xxh3 of the id (a cheap "is this the post's own entry" test).
     pub id_hash: u32,
     /// Normalized text length in characters.
@@ -24,7 +28,6 @@ pub struct Meta {
     /// Distinct tokens.
     pub tokens: u32,
 }
-
 impl Meta {
     /// What verification's gates need.
     pub fn gates(&self) -> Gates {
@@ -43,18 +46,23 @@ pub fn id_hash(id: &str) -> u32 {
 }
 
 /// One generation's entries.
-#[derive(Default)]
 pub struct Store {
     meta: Vec<Meta>,
-    /// Per entry: tau, partition, seq, time, start in `tokens` (u64), id length (u32), text
-    /// length in bytes (u32), id, text.
-    bytes: Vec<u8>,
-    tokens: Vec<u32>,
+    /// Per entry: tau, partition, seq, time, id length (u32), text length in bytes (u32), id,
+    /// text, token hashes (u32 each), all little-endian.
+    cold: Box<dyn ColdStore>,
+    record: Vec<u8>,
 }
 
-const HEADER: usize = 8 + 4 + 8 + 8 + 8 + 4 + 4;
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(Box::<InMemory>::default())
+    }
+}
 
-/// The cold part of an entry, read from the arenas.
+const HEADER: usize = 8 + 4 + 8 + 8 + 4 + 4;
+
+/// The cold part of an entry.
 pub struct Cold<'a> {
     /// Order key of the post that created the entry.
     pub key: OrderKey,
@@ -64,11 +72,50 @@ pub struct Cold<'a> {
     pub id: &'a str,
     /// Normalized text.
     pub text: &'a str,
-    /// Sorted distinct token hashes.
-    pub tokens: &'a [u32],
+    tokens: &'a [u8],
+}
+
+impl Cold<'_> {
+    /// The verification view of the entry whose record this is and whose `Meta` is `m`: its
+    /// text decoded into `chars` and its token hashes into `tokens`.
+    pub fn sketch<'b>(
+        &self,
+        m: &Meta,
+        chars: &'b mut Vec<char>,
+        tokens: &'b mut Vec<u32>,
+    ) -> Sketch<'b> {
+        chars.clear();
+        chars.extend(self.text.chars());
+        self.tokens(tokens);
+        Sketch {
+            chars,
+            text_hash: m.text_hash,
+            fingerprint: Fingerprint(m.fingerprint),
+            tokens,
+        }
+    }
+
+    /// Sorted distinct token hashes, written to `out` (cleared first).
+    pub fn tokens(&self, out: &mut Vec<u32>) {
+        out.clear();
+        out.extend(
+            self.tokens
+                .chunks_exact(4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        );
+    }
 }
 
 impl Store {
+    /// An empty store whose cold records go to `cold`.
+    pub fn new(cold: Box<dyn ColdStore>) -> Store {
+        Store {
+            meta: Vec::new(),
+            cold,
+            record: Vec::new(),
+        }
+    }
+
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.meta.len()
@@ -87,28 +134,31 @@ impl Store {
     /// Appends `e`; returns its slot.
     pub fn push(&mut self, e: &Entry) -> u32 {
         let slot = self.meta.len() as u32;
-        let offset = self.bytes.len() as u64;
-        let start = self.tokens.len() as u64;
         let id = e.id.0.as_bytes();
-        let mut text = [0u8; 4];
         let text_len: usize = e.chars.iter().map(|c| c.len_utf8()).sum();
-        let b = &mut self.bytes;
+        let b = &mut self.record;
+        b.clear();
         b.extend_from_slice(&e.key.tau.to_le_bytes());
         b.extend_from_slice(&e.key.partition.to_le_bytes());
         b.extend_from_slice(&e.key.seq.to_le_bytes());
         b.extend_from_slice(&e.time.0.to_le_bytes());
-        b.extend_from_slice(&start.to_le_bytes());
         b.extend_from_slice(&(id.len() as u32).to_le_bytes());
         b.extend_from_slice(&(text_len as u32).to_le_bytes());
         b.extend_from_slice(id);
+        let mut utf8 = [0u8; 4];
         for c in e.chars.iter() {
-            b.extend_from_slice(c.encode_utf8(&mut text).as_bytes());
+            b.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
         }
-        self.tokens.extend_from_slice(&e.tokens);
+        for t in e.tokens.iter() {
+            b.extend_from_slice(&t.to_le_bytes());
+        }
+        let offset = self.cold.len();
+        self.cold.append(b);
         self.meta.push(Meta {
             fingerprint: e.fingerprint.0,
             text_hash: e.text_hash,
             offset,
+            len: b.len() as u32,
             id_hash: id_hash(&e.id.0),
             chars: e.chars.len() as u32,
             tokens: e.tokens.len() as u32,
@@ -116,71 +166,56 @@ impl Store {
         slot
     }
 
-    /// The cold part of `slot`.
-    pub fn cold(&self, slot: u32) -> Cold<'_> {
+    /// The cold part of `slot`, read into `buf` unless it is in memory.
+    pub fn cold<'a>(&'a self, slot: u32, buf: &'a mut Vec<u8>) -> std::io::Result<Cold<'a>> {
         let m = &self.meta[slot as usize];
-        let b = &self.bytes[m.offset as usize..];
-        let u64_at = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        let u32_at = |i: usize| u32::from_le_bytes(b[i..i + 4].try_into().expect("4 bytes"));
-        let start = u64_at(28) as usize;
-        let id_len = u32_at(36) as usize;
-        let text_len = u32_at(40) as usize;
-        let id = &b[HEADER..HEADER + id_len];
-        let text = &b[HEADER + id_len..HEADER + id_len + text_len];
-        Cold {
-            key: OrderKey {
-                tau: u64_at(0) as i64,
-                partition: u32_at(8),
-                seq: u64_at(12),
-            },
-            time: EventTime(u64_at(20) as i64),
-            // Written from `&str` and `char`s above, so always valid UTF-8.
-            id: std::str::from_utf8(id).unwrap_or_default(),
-            text: std::str::from_utf8(text).unwrap_or_default(),
-            tokens: &self.tokens[start..start + m.tokens as usize],
-        }
-    }
-
-    /// The verification view of `slot` (whose cold part is `cold`), its characters decoded
-    /// into `chars`.
-    pub fn sketch<'a>(
-        &'a self,
-        slot: u32,
-        cold: &Cold<'a>,
-        chars: &'a mut Vec<char>,
-    ) -> Sketch<'a> {
-        let m = &self.meta[slot as usize];
-        chars.clear();
-        chars.extend(cold.text.chars());
-        Sketch {
-            chars,
-            text_hash: m.text_hash,
-            fingerprint: Fingerprint(m.fingerprint),
-            tokens: cold.tokens,
-        }
+        let b = self.cold.read(m.offset, m.len, buf)?;
+        parse(b).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed entry record")
+        })
     }
 
     /// The entry at `slot`, rebuilt.
-    pub fn entry(&self, slot: u32) -> Entry {
+    pub fn entry(&self, slot: u32) -> std::io::Result<Entry> {
         let m = &self.meta[slot as usize];
-        let c = self.cold(slot);
-        Entry {
+        let mut buf = Vec::new();
+        let c = self.cold(slot, &mut buf)?;
+        let mut tokens = Vec::new();
+        c.tokens(&mut tokens);
+        Ok(Entry {
             id: PostId(c.id.to_string()),
             key: c.key,
             time: c.time,
             fingerprint: Fingerprint(m.fingerprint),
             chars: c.text.chars().collect(),
             text_hash: m.text_hash,
-            tokens: c.tokens.into(),
-        }
+            tokens: tokens.into(),
+        })
     }
 
-    /// Approximate bytes held.
+    /// Approximate bytes held in memory.
     pub fn approx_bytes(&self) -> usize {
-        self.meta.capacity() * std::mem::size_of::<Meta>()
-            + self.bytes.capacity()
-            + self.tokens.capacity() * 4
+        self.meta.capacity() * std::mem::size_of::<Meta>() + self.cold.memory_bytes()
     }
+}
+
+fn parse(b: &[u8]) -> Option<Cold<'_>> {
+    let u64_at = |i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
+    let u32_at = |i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
+    let id_len = u32_at(28)? as usize;
+    let text_len = u32_at(32)? as usize;
+    let text_end = HEADER + id_len + text_len;
+    Some(Cold {
+        key: OrderKey {
+            tau: u64_at(0)? as i64,
+            partition: u32_at(8)?,
+            seq: u64_at(12)?,
+        },
+        time: EventTime(u64_at(20)? as i64),
+        id: std::str::from_utf8(b.get(HEADER..HEADER + id_len)?).ok()?,
+        text: std::str::from_utf8(b.get(HEADER + id_len..text_end)?).ok()?,
+        tokens: b.get(text_end..)?,
+    })
 }
 
 #[cfg(test)]
@@ -208,13 +243,16 @@ mod tests {
         let b = e("", "", 2);
         assert_eq!(s.push(&a), 0);
         assert_eq!(s.push(&b), 1);
-        assert_eq!(s.entry(0), a);
-        assert_eq!(s.entry(1), b);
+        assert_eq!(s.entry(0).unwrap(), a);
+        assert_eq!(s.entry(1).unwrap(), b);
         let mut buf = Vec::new();
-        let cold = s.cold(0);
-        let sk = s.sketch(0, &cold, &mut buf);
-        assert_eq!(sk.chars, &*a.chars);
+        let cold = s.cold(0, &mut buf).unwrap();
         assert_eq!(cold.id, "甲1");
+        assert_eq!(cold.key, a.key);
+        let (mut chars, mut tokens) = (Vec::new(), Vec::new());
+        let sk = cold.sketch(s.meta(0), &mut chars, &mut tokens);
+        assert_eq!(sk.chars, &*a.chars);
+        assert_eq!(sk.tokens, &*a.tokens);
         assert_eq!(s.meta(0).id_hash, id_hash("甲1"));
         assert_eq!(s.meta(1).chars, 0);
     }

@@ -2,6 +2,7 @@
 //! shares (`steps`: admit, analyze and route), the one-process processor (`process`), output
 //! record formats (`records`), the file pipeline (`file`) and the Kafka topology (`kafka`).
 
+pub mod cold;
 pub mod config;
 pub mod file;
 pub mod kafka;

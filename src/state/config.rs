@@ -13,6 +13,10 @@ pub struct StateConfig {
     pub checkpoint_interval_ms: u64,
     /// sled page cache size in bytes.
     pub cache_capacity_bytes: u64,
+    /// With a state dir, the index keeps its entries' ids, texts and token hashes in spill files
+    /// under `<state-dir>/spill/` (unlinked scratch files, rebuilt from sled on start) and only
+    /// about 40 bytes of each entry in memory; false keeps everything in memory.
+    pub spill_texts: bool,
 }
 
 impl Default for StateConfig {
@@ -21,6 +25,7 @@ impl Default for StateConfig {
             checkpoint_every_records: 50_000,
             checkpoint_interval_ms: 1_000,
             cache_capacity_bytes: 256 << 20,
+            spill_texts: true,
         }
     }
 }

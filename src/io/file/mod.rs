@@ -155,7 +155,20 @@ pub fn run(
     let started = Instant::now();
     let health = |state| metrics::global().set_health("engine", state);
     health(Err("loading state".into()));
-    let mut engine = Engine::new(&cfg.engine).map_err(|e| PipelineError::Config(e.to_string()))?;
+    let cold = match &job.state_dir {
+        Some(dir) if cfg.state.spill_texts => {
+            let spill = dir.join("spill");
+            crate::io::cold::FileColdFactory::new(&spill).map_err(|e| {
+                PipelineError::Config(format!(
+                    "cannot use {} for spill files: {e}",
+                    spill.display()
+                ))
+            })? as std::sync::Arc<dyn crate::index::cold::ColdFactory>
+        }
+        _ => crate::index::cold::in_memory(),
+    };
+    let mut engine =
+        Engine::with_cold(&cfg.engine, cold).map_err(|e| PipelineError::Config(e.to_string()))?;
     let store = match &job.state_dir {
         Some(dir) => Some(Store::open(
             dir,

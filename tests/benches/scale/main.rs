@@ -52,6 +52,9 @@ pub struct Args {
     pub dev_gap_cap_secs: i64,
     /// Skip the sled restart measurement.
     pub no_restart: bool,
+    /// Keep entries' ids, texts and tokens in memory (`state.spill_texts = false`) instead of
+    /// spill files under the output directory.
+    pub in_memory: bool,
 }
 
 fn count(s: &str) -> usize {
@@ -80,6 +83,7 @@ impl Args {
             dev_span_secs: 3 * 3600,
             dev_gap_cap_secs: 60,
             no_restart: false,
+            in_memory: false,
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -102,6 +106,7 @@ impl Args {
                 }
                 "--dev-gap-cap-secs" => a.dev_gap_cap_secs = val().parse().expect("seconds"),
                 "--no-restart" => a.no_restart = true,
+                "--in-memory" => a.in_memory = true,
                 other => panic!("unknown flag {other}"),
             }
         }
@@ -159,7 +164,8 @@ fn main() {
             disk_bytes as f64 / 1e6
         );
         drop(outcome.engine);
-        let (load_secs, restore_secs, restored, rss) = persist::restart(&cfg, &dir);
+        let (load_secs, restore_secs, restored, rss) =
+            persist::restart(&cfg, &dir, run::cold(&args, "spill-restart"));
         let r = persist::Restart {
             committed,
             commit_secs,

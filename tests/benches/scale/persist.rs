@@ -71,12 +71,16 @@ pub fn commit(cfg: &Config, engine: &Engine, dir: &Path, next_seq: u64) -> (usiz
 
 /// Opens the store in `dir` afresh and rebuilds an engine from it.
 /// Returns (load secs, restore secs, live entries, RSS bytes with the restored engine).
-pub fn restart(cfg: &Config, dir: &Path) -> (f64, f64, usize, u64) {
+pub fn restart(
+    cfg: &Config,
+    dir: &Path,
+    cold: std::sync::Arc<dyn simdedup::index::cold::ColdFactory>,
+) -> (f64, f64, usize, u64) {
     let analysis = cfg.analysis_id().expect("analysis id");
     let t = Instant::now();
     let store = Store::open(dir, &analysis, cfg.state.cache_capacity_bytes).expect("reopen");
     let cp = store.checkpoint().expect("checkpoint").expect("present");
-    let mut engine = Engine::new(&cfg.engine()).expect("engine");
+    let mut engine = Engine::with_cold(&cfg.engine(), cold).expect("engine");
     let min_gen = simdedup::engine::min_live_generation(engine.window(), &cp.watermarks);
     let loaded = store.load(min_gen, cp.next_seq).expect("load");
     let load_secs = t.elapsed().as_secs_f64();

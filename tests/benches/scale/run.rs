@@ -149,6 +149,15 @@ impl<'t> Runner<'t> {
 }
 
 /// Runs the background to the target, then the dev stream; see the module doc.
+/// Where the engine keeps its entries' cold records: spill files in `<out>/<name>` unless
+/// `--in-memory`.
+pub fn cold(args: &Args, name: &str) -> std::sync::Arc<dyn simdedup::index::cold::ColdFactory> {
+    if args.in_memory {
+        return simdedup::index::cold::in_memory();
+    }
+    simdedup::io::cold::FileColdFactory::new(&args.out.join(name)).expect("spill dir")
+}
+
 pub fn run(
     args: &Args,
     cfg: &Config,
@@ -166,7 +175,7 @@ pub fn run(
             dev_hashes.insert(a.text_hash);
         }
     }
-    let engine = Engine::new(&cfg.engine()).expect("engine");
+    let engine = Engine::with_cold(&cfg.engine(), cold(args, "spill")).expect("engine");
     let base_rss = rss_bytes();
     let mut r = Runner {
         engine,
