@@ -300,7 +300,7 @@ impl Engine {
             self.dropped_below = self.dropped_below.max(Some(m));
             return false;
         }
-        if self.index.contains(gen, &entry.key) {
+        if self.index.contains(gen, &entry.key, entry.text_hash) {
             return false;
         }
         self.index.insert(gen, entry, &mut self.scratch);
@@ -453,7 +453,7 @@ impl Engine {
                 };
                 self.pending.push((gen, entry.clone()));
                 // A replayed post may find its own entry already replicated back.
-                if !self.index.contains(gen, &key) {
+                if !self.index.contains(gen, &key, a.text_hash) {
                     self.index.insert(gen, entry, &mut self.scratch);
                 }
                 Verdict::Unique {
@@ -474,7 +474,7 @@ impl Engine {
         }
         let copy = Entry { key, ..old };
         self.pending.push((gen, copy.clone()));
-        if !self.index.contains(gen, &key) {
+        if !self.index.contains(gen, &key, copy.text_hash) {
             self.index.insert(gen, copy, &mut self.scratch);
         }
         self.stats.refreshed += 1;

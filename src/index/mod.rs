@@ -9,13 +9,13 @@ pub mod entry;
 pub mod grams;
 mod inspect;
 pub mod postings;
+pub mod slots;
 pub mod store;
 pub mod tables;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use cold::ColdFactory;
@@ -23,6 +23,7 @@ pub use entry::{Entry, OrderKey};
 use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
 use postings::Postings;
+use slots::SlotTable;
 use store::{id_hash, Store};
 pub use tables::{LayoutError, TableLayout};
 
@@ -96,6 +97,28 @@ pub struct QueryStats {
     pub bucket_sizes: Hist,
 }
 
+/// Approximate bytes the index holds in memory, by structure.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Memory {
+    /// Per-slot records (`store::Meta`).
+    pub meta: usize,
+    /// Cold records kept in memory (all of them without spill files, else write buffers).
+    pub cold: usize,
+    /// The exact-text table.
+    pub texts: usize,
+    /// The SimHash block tables.
+    pub tables: usize,
+    /// The bigram posting lists.
+    pub grams: usize,
+}
+
+impl Memory {
+    /// All of it.
+    pub fn total(&self) -> usize {
+        self.meta + self.cold + self.texts + self.tables + self.grams
+    }
+}
+
 /// A post looking for its earlier near-duplicates.
 pub struct Query<'a> {
     /// The post's own id: a post never matches itself, so replays give the same verdict.
@@ -118,9 +141,9 @@ struct Segment {
     /// The entries, compact: candidate filters and verification's cheap gates read one small
     /// record per candidate, and most candidates are rejected without reading the rest.
     store: Store,
-    /// Hashes of the entries' order keys (`Index::contains`).
-    keys: rustc_hash::FxHashSet<u64>,
-    exact: FxHashMap<u64, u32>,
+    /// Slots by text hash: the exact path, and `contains` and `has_copy` (an entry's key
+    /// identifies its post, so the same key always comes with the same text).
+    texts: SlotTable,
     tables: Vec<Postings<u64>>,
     grams: Postings<Gram>,
 }
@@ -198,7 +221,20 @@ impl Index {
 
     /// Approximate bytes held by entries and their postings.
     pub fn approx_bytes(&self) -> usize {
-        self.segments.iter().map(Segment::approx_bytes).sum()
+        self.memory().total()
+    }
+
+    /// Approximate bytes held, by structure.
+    pub fn memory(&self) -> Memory {
+        let mut m = Memory::default();
+        for s in &self.segments {
+            m.meta += s.store.meta_bytes();
+            m.cold += s.store.cold_bytes();
+            m.texts += s.texts.bytes();
+            m.tables += s.tables.iter().map(Postings::approx_bytes).sum::<usize>();
+            m.grams += s.grams.approx_bytes();
+        }
+        m
     }
 
     /// Live generations, oldest first.
@@ -213,23 +249,18 @@ impl Index {
             .and_then(|s| s.store.entry(r.slot).ok())
     }
 
-    /// Whether generation `gen` already holds an entry with this key (replicated entries can
-    /// arrive twice). Keys are kept as 64-bit hashes.
-    pub fn contains(&self, gen: i64, key: &OrderKey) -> bool {
+    /// Whether generation `gen` already holds an entry with this key, whose text has this hash
+    /// (replicated entries can arrive twice).
+    pub fn contains(&self, gen: i64, key: &OrderKey, text_hash: u64) -> bool {
         self.segment(gen)
-            .is_some_and(|s| s.keys.contains(&key_hash(key)))
+            .is_some_and(|s| s.any_text(text_hash, |c| c.key == *key))
     }
 
     /// Whether generation `gen` holds a copy of representative `id` with this text (a rerun or
     /// a refresh would otherwise add a second one).
     pub fn has_copy(&self, gen: i64, id: &PostId, text_hash: u64) -> bool {
-        self.segment(gen).is_some_and(|s| {
-            s.exact.get(&text_hash).is_some_and(|&slot| {
-                s.store
-                    .cold(slot, &mut Vec::new())
-                    .is_ok_and(|c| c.id == id.0)
-            })
-        })
+        self.segment(gen)
+            .is_some_and(|s| s.any_text(text_hash, |c| c.id == id.0))
     }
 
     fn segment(&self, gen: i64) -> Option<&Segment> {
@@ -304,22 +335,9 @@ impl Index {
         let gram_indexed = self.gram_indexed(entry.chars.len());
         let seg = &mut self.segments[idx];
         let slot = seg.store.push(&entry);
-        // The exact map keeps the earliest entry of a text, whatever order entries arrive in.
-        match seg.exact.entry(entry.text_hash) {
-            std::collections::hash_map::Entry::Occupied(mut o) => {
-                let earlier = seg
-                    .store
-                    .cold(*o.get(), &mut scratch.cold)
-                    .is_ok_and(|c| entry.key < c.key);
-                if earlier {
-                    o.insert(slot);
-                }
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(slot);
-            }
-        }
-        seg.keys.insert(key_hash(&entry.key));
+        let store = &seg.store;
+        seg.texts
+            .insert(entry.text_hash, slot, |s| store.meta(s).text_hash);
         if tabled {
             for (t, table) in seg.tables.iter_mut().enumerate() {
                 let key = self.layout.key(t, entry.fingerprint);
@@ -375,7 +393,7 @@ impl Index {
             .rev()
             .take_while(|s| s.gen >= q.min_gen)
         {
-            if let Some(&slot) = seg.exact.get(&q.sketch.text_hash) {
+            if let Some(slot) = seg.earliest(q.sketch.text_hash) {
                 let Ok(cold) = seg.store.cold(slot, &mut scratch.cold) else {
                     stats.cold_read_errors += 1;
                     continue;
@@ -602,40 +620,37 @@ impl Index {
     }
 }
 
-fn key_hash(k: &OrderKey) -> u64 {
-    let mut b = [0u8; 20];
-    b[..8].copy_from_slice(&k.tau.to_le_bytes());
-    b[8..12].copy_from_slice(&k.partition.to_le_bytes());
-    b[12..].copy_from_slice(&k.seq.to_le_bytes());
-    xxhash_rust::xxh3::xxh3_64(&b)
-}
-
 impl Segment {
     fn new(gen: i64, tables: usize, cold: Box<dyn cold::ColdStore>) -> Segment {
         Segment {
             gen,
             store: Store::new(cold),
-            keys: rustc_hash::FxHashSet::default(),
-            exact: FxHashMap::default(),
+            texts: SlotTable::default(),
             tables: (0..tables).map(|_| Postings::default()).collect(),
             grams: Postings::default(),
         }
     }
 
+    /// Whether an entry whose text has hash `h` satisfies `pred` (unreadable ones do not).
+    fn any_text(&self, h: u64, mut pred: impl FnMut(&store::Cold<'_>) -> bool) -> bool {
+        let mut buf = Vec::new();
+        self.texts
+            .find(h, |s| self.store.meta(s).text_hash)
+            .any(|slot| self.store.cold(slot, &mut buf).is_ok_and(|c| pred(&c)))
+    }
+
+    /// The earliest entry (by order key) whose text has hash `h`: the exact path's candidate.
+    fn earliest(&self, h: u64) -> Option<u32> {
+        let mut buf = Vec::new();
+        self.texts
+            .find(h, |s| self.store.meta(s).text_hash)
+            .filter_map(|slot| Some((self.store.cold(slot, &mut buf).ok()?.key, slot)))
+            .min()
+            .map(|(_, slot)| slot)
+    }
+
     fn seal(&mut self) {
         self.tables.iter_mut().for_each(Postings::seal);
         self.grams.seal();
-    }
-
-    fn approx_bytes(&self) -> usize {
-        self.store.approx_bytes()
-            + self.keys.capacity() * 9
-            + self.exact.capacity() * 13
-            + self
-                .tables
-                .iter()
-                .map(Postings::approx_bytes)
-                .sum::<usize>()
-            + self.grams.approx_bytes()
     }
 }

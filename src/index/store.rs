@@ -193,9 +193,14 @@ impl Store {
         })
     }
 
-    /// Approximate bytes held in memory.
-    pub fn approx_bytes(&self) -> usize {
-        self.meta.capacity() * std::mem::size_of::<Meta>() + self.cold.memory_bytes()
+    /// Bytes of the per-slot records.
+    pub fn meta_bytes(&self) -> usize {
+        self.meta.capacity() * std::mem::size_of::<Meta>()
+    }
+
+    /// Bytes of cold records held in memory.
+    pub fn cold_bytes(&self) -> usize {
+        self.cold.memory_bytes()
     }
 }
 

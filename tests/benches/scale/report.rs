@@ -169,6 +169,8 @@ pub struct Checkpoint {
     pub rss_growth_per_entry: f64,
     /// The index's own estimate (`Index::approx_bytes`) per live entry.
     pub index_estimate_per_entry: f64,
+    /// That estimate by structure, bytes per live entry.
+    pub index_memory_per_entry: std::collections::BTreeMap<&'static str, f64>,
 }
 
 impl Checkpoint {
@@ -177,7 +179,7 @@ impl Checkpoint {
         format!(
             "{:>10} live {:>11}  posts {:>11}  {:>6.1} h  {:>8.0} posts/s wall {:>8.0} cpu {:>8.0} engine (load {:.1})  \
              p50 {:>6.1} p99 {:>7.1} p99.9 {:>7.1} us  verified/post {:>6.2} rejects/post {:>6.2} \
-             bucket entries/post {:>7.1}  dup {:>4.1}%  RSS {:>6.0} MB  {:>5.0} B/entry ({:>5.0} growth, {:>5.0} index est.)",
+             bucket entries/post {:>7.1}  dup {:>4.1}%  RSS {:>6.0} MB  {:>5.0} B/entry ({:>5.0} growth, {:>5.0} index est.: {})",
             self.at,
             self.live_entries,
             self.posts,
@@ -197,6 +199,11 @@ impl Checkpoint {
             self.rss_per_entry,
             self.rss_growth_per_entry,
             self.index_estimate_per_entry,
+            self.index_memory_per_entry
+                .iter()
+                .map(|(k, v)| format!("{k} {v:.0}"))
+                .collect::<Vec<_>>()
+                .join(", "),
         )
     }
 }

@@ -134,6 +134,20 @@ impl<'t> Runner<'t> {
             rss_growth_per_entry: rss.saturating_sub(self.base_rss) as f64 / live.max(1) as f64,
             index_estimate_per_entry: self.engine.index().approx_bytes() as f64
                 / live.max(1) as f64,
+            index_memory_per_entry: {
+                let m = self.engine.index().memory();
+                let per = |b: usize| b as f64 / live.max(1) as f64;
+                [
+                    ("meta", per(m.meta)),
+                    ("cold", per(m.cold)),
+                    ("keys", per(m.keys)),
+                    ("exact", per(m.exact)),
+                    ("tables", per(m.tables)),
+                    ("grams", per(m.grams)),
+                ]
+                .into_iter()
+                .collect()
+            },
         };
         eprintln!("{}", c.line());
         self.checkpoints.push(c);
