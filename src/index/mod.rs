@@ -24,14 +24,14 @@ use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
 use postings::Postings;
 use slots::SlotTable;
-use store::{id_hash, Store};
+use store::Store;
 pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;
 use crate::types::PostId;
 use crate::verify::{
-    may_accept, may_accept_simhash, unverified, verify_within, Budget, Match, Sketch, VerifyConfig,
-    VerifyMode,
+    char_bits, may_accept, may_accept_simhash, unverified, verify_within, Budget, Match, Sketch,
+    VerifyConfig, VerifyMode,
 };
 
 /// Index shape and scan bounds (the `[index]` config section).
@@ -431,7 +431,7 @@ impl Index {
         cands.sort_unstable_by(|a, b| b.gen.cmp(&a.gen).then(a.slot.cmp(&b.slot)));
         cands.dedup();
         let mut budget = Budget::new(self.verify.max_verify_cells_per_post);
-        let own = id_hash(&q.id.0);
+        let q_bits = char_bits(q.sketch.chars);
         let mut seg: Option<&Segment> = None;
         for (i, r) in cands.iter().enumerate() {
             // Candidates come grouped by generation: find each segment once.
@@ -447,11 +447,10 @@ impl Index {
                 // Rejected by verification's own gates, without reading the entry (nothing is
                 // charged to the budget either way). Its own id or a later key would have
                 // skipped it before verification; a gate-rejected one counts as verified.
-                if !may_accept(&q.sketch, &meta.gates(), &self.verify) {
-                    if meta.id_hash != own {
-                        stats.candidates += 1;
-                        stats.verify_rejects += 1;
-                    }
+                // (The post's own entry, re-processed, has its text hash and always passes.)
+                if !may_accept(&q.sketch, q_bits, &meta.gates(), &self.verify) {
+                    stats.candidates += 1;
+                    stats.verify_rejects += 1;
                     continue;
                 }
             }
@@ -459,8 +458,7 @@ impl Index {
                 stats.cold_read_errors += 1;
                 continue;
             };
-            if (meta.id_hash == own && cold.id == q.id.0) || !q.before.sees(&cold.key, q.tick_secs)
-            {
+            if cold.id == q.id.0 || !q.before.sees(&cold.key, q.tick_secs) {
                 continue;
             }
             stats.candidates += 1;
@@ -650,6 +648,7 @@ impl Segment {
     }
 
     fn seal(&mut self) {
+        self.store.shrink();
         self.tables.iter_mut().for_each(Postings::seal);
         self.grams.seal();
     }

@@ -5,7 +5,7 @@
 //! pass the gates.
 
 use crate::types::{EventTime, Fingerprint, PostId};
-use crate::verify::{Gates, Sketch};
+use crate::verify::{char_bits, Gates, Sketch};
 
 use super::cold::{ColdStore, InMemory};
 use super::entry::{Entry, OrderKey};
@@ -17,12 +17,10 @@ pub struct Meta {
     pub fingerprint: u64,
     /// xxh3 of the normalized text.
     pub text_hash: u64,
-    /// Offset of the entry's cold record.
-    offset: u64,
-    /// Length of the cold record.
-    len: u32,
-    /// Low 32 bits of xxh3 of the id (a cheap "is this the post's own entry" test).
-    pub id_hash: u32,
+    /// Where the entry's cold record is: offset (high 38 bits) and length (low 26 bits).
+    loc: u64,
+    /// `verify::char_bits` of the normalized text.
+    pub char_bits: u64,
     /// Normalized text length in characters.
     pub chars: u32,
     /// Distinct tokens.
@@ -36,14 +34,26 @@ impl Meta {
             tokens: self.tokens as usize,
             fingerprint: Fingerprint(self.fingerprint),
             text_hash: self.text_hash,
+            char_bits: self.char_bits,
         }
+    }
+
+    fn offset(&self) -> u64 {
+        self.loc >> LEN_BITS
+    }
+
+    fn len(&self) -> u32 {
+        (self.loc & ((1 << LEN_BITS) - 1)) as u32
     }
 }
 
-/// The id hash stored in `Meta::id_hash`.
-pub fn id_hash(id: &str) -> u32 {
-    xxhash_rust::xxh3::xxh3_64(id.as_bytes()) as u32
-}
+/// Bits of `Meta::loc` for the record length: records up to 64 MiB (`MAX_RECORD`), generations
+/// up to 256 GiB of records.
+const LEN_BITS: u32 = 26;
+
+/// Longest cold record: an entry's id, text and tokens (`input.max_text_bytes` is 16 KiB by
+/// default).
+pub const MAX_RECORD: usize = (1 << LEN_BITS) - 1;
 
 /// One generation's entries.
 pub struct Store {
@@ -152,14 +162,20 @@ impl Store {
         for t in e.tokens.iter() {
             b.extend_from_slice(&t.to_le_bytes());
         }
+        // A record past the limit keeps its text and drops its tokens (only the SimHash rule
+        // reads them); a text past it (`input.max_text_bytes` above 64 MiB) is cut, its record
+        // no longer parses, and the entry is skipped as unreadable (`cold_read_errors`).
+        if b.len() > MAX_RECORD {
+            b.truncate(HEADER + id.len() + text_len);
+            b.truncate(MAX_RECORD);
+        }
         let offset = self.cold.len();
         self.cold.append(b);
         self.meta.push(Meta {
             fingerprint: e.fingerprint.0,
             text_hash: e.text_hash,
-            offset,
-            len: b.len() as u32,
-            id_hash: id_hash(&e.id.0),
+            loc: (offset << LEN_BITS) | b.len() as u64,
+            char_bits: char_bits(&e.chars),
             chars: e.chars.len() as u32,
             tokens: e.tokens.len() as u32,
         });
@@ -169,7 +185,7 @@ impl Store {
     /// The cold part of `slot`, read into `buf` unless it is in memory.
     pub fn cold<'a>(&'a self, slot: u32, buf: &'a mut Vec<u8>) -> std::io::Result<Cold<'a>> {
         let m = &self.meta[slot as usize];
-        let b = self.cold.read(m.offset, m.len, buf)?;
+        let b = self.cold.read(m.offset(), m.len(), buf)?;
         parse(b).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed entry record")
         })
@@ -191,6 +207,11 @@ impl Store {
             text_hash: m.text_hash,
             tokens: tokens.into(),
         })
+    }
+
+    /// Gives back the per-slot records' spare capacity (a generation that stopped growing).
+    pub fn shrink(&mut self) {
+        self.meta.shrink_to_fit();
     }
 
     /// Bytes of the per-slot records.
@@ -258,7 +279,6 @@ mod tests {
         let sk = cold.sketch(s.meta(0), &mut chars, &mut tokens);
         assert_eq!(sk.chars, &*a.chars);
         assert_eq!(sk.tokens, &*a.tokens);
-        assert_eq!(s.meta(0).id_hash, id_hash("甲1"));
         assert_eq!(s.meta(1).chars, 0);
     }
 }

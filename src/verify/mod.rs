@@ -275,12 +275,26 @@ pub struct Gates {
     pub fingerprint: Fingerprint,
     /// xxh3 of the normalized text.
     pub text_hash: u64,
+    /// `char_bits` of the normalized text.
+    pub char_bits: u64,
+}
+
+/// A 64-bit set of the text's characters (each sets bit `hash(c) % 64`). A set bit of one text
+/// that the other lacks stands for at least one character absent from the other text, and every
+/// occurrence of such a character costs an edit: so the edit distance is at least the number of
+/// such bits either way, and a text contained in another has no such bit.
+pub fn char_bits(chars: &[char]) -> u64 {
+    chars.iter().fold(0u64, |bits, &c| {
+        bits | 1u64 << ((c as u32).wrapping_mul(0x9E37_79B9) >> 26)
+    })
 }
 
 /// False only when `verify` certainly rejects the pair (and spends nothing of a budget on it):
-/// no identical-text hash, lengths outside the edit band and the containment ratio, and a SimHash
-/// similarity that even a full token overlap could not lift to the threshold.
-pub fn may_accept(a: &Sketch<'_>, b: &Gates, cfg: &VerifyConfig) -> bool {
+/// no identical-text hash; lengths, or characters one text has and the other lacks (`char_bits`
+/// of `a` is `a_bits`), outside the edit band; lengths outside the containment ratio, or a
+/// character of the shorter text missing from the longer; and a SimHash similarity that even a
+/// full token overlap could not lift to the threshold.
+pub fn may_accept(a: &Sketch<'_>, a_bits: u64, b: &Gates, cfg: &VerifyConfig) -> bool {
     if a.text_hash == b.text_hash {
         return true;
     }
@@ -288,7 +302,10 @@ pub fn may_accept(a: &Sketch<'_>, b: &Gates, cfg: &VerifyConfig) -> bool {
     let (short, long) = (n.min(m), n.max(m));
     if short > 0 && long >= cfg.edit_min_chars {
         let max_edits = ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4).floor() as usize;
-        if long - short <= max_edits {
+        let absent = (a_bits & !b.char_bits)
+            .count_ones()
+            .max((b.char_bits & !a_bits).count_ones()) as usize;
+        if long - short <= max_edits && absent <= max_edits {
             return true;
         }
     }
@@ -297,7 +314,14 @@ pub fn may_accept(a: &Sketch<'_>, b: &Gates, cfg: &VerifyConfig) -> bool {
         && short as f32 >= cfg.containment_min_chars as f32
         && short as f32 >= cfg.containment_min_ratio * long as f32
     {
-        return true;
+        let (inner, outer) = if n <= m {
+            (a_bits, b.char_bits)
+        } else {
+            (b.char_bits, a_bits)
+        };
+        if inner & !outer == 0 {
+            return true;
+        }
     }
     may_accept_simhash(a, b, cfg)
 }

@@ -139,9 +139,40 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash };
+        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash, char_bits: char_bits(&b) };
         if verify(&sa, &sb, &cfg).is_some() {
-            prop_assert!(may_accept(&sa, &gates, &cfg));
+            prop_assert!(may_accept(&sa, char_bits(&a), &gates, &cfg));
+        }
+    }
+
+    // The same with a rich alphabet, so the character sets matter: B is A edited, cut or
+    // padded; whenever verify accepts, the gates do.
+    #[test]
+    fn the_character_gate_never_rejects_what_verify_accepts(
+        a in "[a-z0-9天地人和风雨云雪山水]{8,60}",
+        edits in proptest::collection::vec((0usize..60, 0u8..3, "[a-z0-9天地人和风雨云雪山水]"), 0..8),
+        cut in (0usize..20, 0usize..20),
+        pad in ("[a-z天地]{0,10}", "[a-z天地]{0,10}"),
+    ) {
+        let a = chars(&a);
+        let mut b = a.clone();
+        for (pos, op, c) in &edits {
+            let p = pos % (b.len() + 1);
+            let c = c.chars().next().unwrap();
+            match op {
+                0 => b.insert(p, c),
+                1 if p < b.len() => { b.remove(p); }
+                _ if p < b.len() => b[p] = c,
+                _ => {}
+            }
+        }
+        let end = b.len().saturating_sub(cut.1).max(cut.0.min(b.len()));
+        let b: Vec<char> = pad.0.chars().chain(b[cut.0.min(b.len())..end].iter().copied()).chain(pad.1.chars()).collect();
+        let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
+        let cfg = VerifyConfig::default();
+        let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: sb.text_hash, char_bits: char_bits(&b) };
+        if verify(&sa, &sb, &cfg).is_some() {
+            prop_assert!(may_accept(&sa, char_bits(&a), &gates, &cfg), "a={:?} b={:?}", a, b);
         }
     }
 
