@@ -140,8 +140,7 @@ impl<'t> Runner<'t> {
                 [
                     ("meta", per(m.meta)),
                     ("cold", per(m.cold)),
-                    ("keys", per(m.keys)),
-                    ("exact", per(m.exact)),
+                    ("texts", per(m.texts)),
                     ("tables", per(m.tables)),
                     ("grams", per(m.grams)),
                 ]
