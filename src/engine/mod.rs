@@ -410,10 +410,10 @@ impl Engine {
         let late = gen < self.window.min_live_generation(mark);
         match found {
             Some((r, m)) => {
-                let (cluster, matched_time) = match self.index.get(r) {
-                    Some(e) => (e.id, e.time),
-                    None => (id.clone(), EventTime(t)),
-                };
+                let (cluster, matched_time) = self
+                    .index
+                    .cluster_of(r)
+                    .unwrap_or_else(|| (id.clone(), EventTime(t)));
                 // Ties prefer the newest generation, so an existing copy in `gen` wins and no
                 // second copy is made.
                 if r.gen < gen && !late {

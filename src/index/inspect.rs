@@ -108,7 +108,7 @@ impl Index {
                 if seg
                     .store
                     .cold(slot, &mut Vec::new())
-                    .is_ok_and(|c| c.text.chars().eq(q.sketch.chars.iter().copied()))
+                    .is_ok_and(|c| c.chars().eq(q.sketch.chars.iter().copied()))
                 {
                     let r = EntryRef { gen: seg.gen, slot };
                     found.entry(r).or_default().exact = true;

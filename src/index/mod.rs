@@ -97,6 +97,10 @@ pub struct QueryStats {
     pub bucket_sizes: Hist,
 }
 
+/// Generations with fewer entries keep their postings in hash maps when a newer one starts
+/// (merging them saves little and costs a sort per generation on sparse streams).
+const COMPACT_MIN_ENTRIES: usize = 1024;
+
 /// Approximate bytes the index holds in memory, by structure.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Memory {
@@ -242,6 +246,16 @@ impl Index {
         self.segments.iter().map(|s| (s.gen, s.store.len()))
     }
 
+    /// The representative id and event time of the entry at `r` (what a duplicate reports).
+    pub fn cluster_of(&self, r: EntryRef) -> Option<(PostId, crate::types::EventTime)> {
+        let s = self
+            .segment(r.gen)
+            .filter(|s| (r.slot as usize) < s.store.len())?;
+        let mut buf = Vec::new();
+        let c = s.store.cold(r.slot, &mut buf).ok()?;
+        Some((PostId(c.id.to_string()), c.time))
+    }
+
     /// The entry at `r`, rebuilt from its compact form.
     pub fn get(&self, r: EntryRef) -> Option<Entry> {
         self.segment(r.gen)
@@ -323,7 +337,7 @@ impl Index {
                 // The newest generation so far: the one before it is complete unless late
                 // posts arrive, so its postings are merged into their compact form now.
                 if let Some(prev) = self.segments.back_mut() {
-                    prev.seal();
+                    prev.compact();
                 }
                 let cold = self.cold.create(gen);
                 self.segments
@@ -400,7 +414,8 @@ impl Index {
                 };
                 if cold.id != q.id.0
                     && q.before.sees(&cold.key, q.tick_secs)
-                    && cold.text.chars().eq(q.sketch.chars.iter().copied())
+                    && seg.store.meta(slot).chars as usize == q.sketch.chars.len()
+                    && cold.chars().eq(q.sketch.chars.iter().copied())
                 {
                     let meta = seg.store.meta(slot);
                     let e = cold.sketch(meta, &mut scratch.chars, &mut scratch.tokens);
@@ -645,6 +660,13 @@ impl Segment {
             .filter_map(|slot| Some((self.store.cold(slot, &mut buf).ok()?.key, slot)))
             .min()
             .map(|(_, slot)| slot)
+    }
+
+    /// Seals a generation that stopped growing, unless it is too small for it to matter.
+    fn compact(&mut self) {
+        if self.store.len() >= COMPACT_MIN_ENTRIES {
+            self.seal();
+        }
     }
 
     fn seal(&mut self) {

@@ -28,6 +28,7 @@ pub struct Meta {
 }
 impl Meta {
     /// What verification's gates need.
+    #[inline]
     pub fn gates(&self) -> Gates {
         Gates {
             chars: self.chars as usize,
@@ -80,8 +81,8 @@ pub struct Cold<'a> {
     pub time: EventTime,
     /// Representative id.
     pub id: &'a str,
-    /// Normalized text.
-    pub text: &'a str,
+    /// Normalized text, UTF-8 (`chars` decodes it).
+    pub text: &'a [u8],
     tokens: &'a [u8],
 }
 
@@ -95,7 +96,7 @@ impl Cold<'_> {
         tokens: &'b mut Vec<u32>,
     ) -> Sketch<'b> {
         chars.clear();
-        chars.extend(self.text.chars());
+        chars.extend(self.chars());
         self.tokens(tokens);
         Sketch {
             chars,
@@ -103,6 +104,37 @@ impl Cold<'_> {
             fingerprint: Fingerprint(m.fingerprint),
             tokens,
         }
+    }
+
+    /// The text's characters, decoded in one pass: the store wrote valid UTF-8, so it is not
+    /// validated first; a damaged byte decodes as U+FFFD, never a panic.
+    pub fn chars(&self) -> impl Iterator<Item = char> + '_ {
+        let b = self.text;
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            let x = *b.get(i)?;
+            let (n, mut c) = match x {
+                0..=0x7F => (1, u32::from(x)),
+                0xC0..=0xDF => (2, u32::from(x & 0x1F)),
+                0xE0..=0xEF => (3, u32::from(x & 0x0F)),
+                0xF0..=0xF7 => (4, u32::from(x & 0x07)),
+                _ => {
+                    i += 1;
+                    return Some(char::REPLACEMENT_CHARACTER);
+                }
+            };
+            for k in 1..n {
+                match b.get(i + k) {
+                    Some(&y) if y & 0xC0 == 0x80 => c = (c << 6) | u32::from(y & 0x3F),
+                    _ => {
+                        i += k;
+                        return Some(char::REPLACEMENT_CHARACTER);
+                    }
+                }
+            }
+            i += n;
+            Some(char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER))
+        })
     }
 
     /// Sorted distinct token hashes, written to `out` (cleared first).
@@ -127,6 +159,7 @@ impl Store {
     }
 
     /// Number of entries.
+    #[inline]
     pub fn len(&self) -> usize {
         self.meta.len()
     }
@@ -137,6 +170,7 @@ impl Store {
     }
 
     /// The record of `slot`.
+    #[inline]
     pub fn meta(&self, slot: u32) -> &Meta {
         &self.meta[slot as usize]
     }
@@ -203,7 +237,7 @@ impl Store {
             key: c.key,
             time: c.time,
             fingerprint: Fingerprint(m.fingerprint),
-            chars: c.text.chars().collect(),
+            chars: c.chars().collect(),
             text_hash: m.text_hash,
             tokens: tokens.into(),
         })
@@ -239,7 +273,7 @@ fn parse(b: &[u8]) -> Option<Cold<'_>> {
         },
         time: EventTime(u64_at(20)? as i64),
         id: std::str::from_utf8(b.get(HEADER..HEADER + id_len)?).ok()?,
-        text: std::str::from_utf8(b.get(HEADER + id_len..text_end)?).ok()?,
+        text: b.get(HEADER + id_len..text_end)?,
         tokens: b.get(text_end..)?,
     })
 }
@@ -271,6 +305,17 @@ mod tests {
         assert_eq!(s.push(&b), 1);
         assert_eq!(s.entry(0).unwrap(), a);
         assert_eq!(s.entry(1).unwrap(), b);
+        let damaged = Cold {
+            key: a.key,
+            time: a.time,
+            id: "",
+            text: b"a\xE4\xB8\xE4\xB8\x80\xFF",
+            tokens: &[],
+        };
+        assert_eq!(
+            damaged.chars().collect::<String>(),
+            "a\u{FFFD}\u{4E00}\u{FFFD}"
+        );
         let mut buf = Vec::new();
         let cold = s.cold(0, &mut buf).unwrap();
         assert_eq!(cold.id, "甲1");

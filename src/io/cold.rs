@@ -19,9 +19,14 @@ use crate::index::cold::{ColdFactory, ColdStore};
 /// Records buffered in memory before one write.
 const BUFFER: usize = 256 * 1024;
 
-/// Makes one spill file per generation in a directory.
+/// Makes one spill file per generation in a directory (created when the generation's first
+/// `BUFFER` bytes are full: small generations never touch the disk).
 pub struct FileColdFactory {
-    dir: PathBuf,
+    inner: Arc<Dir>,
+}
+
+struct Dir {
+    path: PathBuf,
     next: AtomicU64,
 }
 
@@ -29,19 +34,21 @@ impl FileColdFactory {
     /// Spill files go to `dir` (created if missing). Fails if it cannot hold a file.
     pub fn new(dir: &Path) -> std::io::Result<Arc<FileColdFactory>> {
         std::fs::create_dir_all(dir)?;
-        let f = FileColdFactory {
-            dir: dir.to_path_buf(),
+        let inner = Arc::new(Dir {
+            path: dir.to_path_buf(),
             next: AtomicU64::new(0),
-        };
-        // Fail now, with the path, rather than at the first generation.
-        drop(f.open(-1)?);
-        Ok(Arc::new(f))
+        });
+        // Fail now, with the path, rather than at the first full generation.
+        drop(inner.open(-1)?);
+        Ok(Arc::new(FileColdFactory { inner }))
     }
+}
 
+impl Dir {
     fn open(&self, gen: i64) -> std::io::Result<File> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self
-            .dir
+            .path
             .join(format!("gen-{gen}-{}-{n}.cold", std::process::id()));
         let file = OpenOptions::new()
             .read(true)
@@ -55,47 +62,51 @@ impl FileColdFactory {
 
 impl ColdFactory for FileColdFactory {
     fn create(&self, gen: i64) -> Box<dyn ColdStore> {
-        match self.open(gen) {
-            Ok(file) => Box::new(FileCold {
-                file: Some(file),
-                written: 0,
-                pending: Vec::new(),
-            }),
-            Err(e) => {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot create a spill file: this generation stays in memory");
-                Box::new(FileCold {
-                    file: None,
-                    written: 0,
-                    pending: Vec::new(),
-                })
-            }
-        }
+        Box::new(FileCold {
+            dir: self.inner.clone(),
+            gen,
+            file: None,
+            failed: false,
+            written: 0,
+            pending: Vec::new(),
+        })
     }
 }
 
 /// One generation's spill file: records below `written` are in the file, the rest in `pending`.
 struct FileCold {
+    dir: Arc<Dir>,
+    gen: i64,
     file: Option<File>,
+    /// Set after a failed create or write: everything stays in `pending` from then on.
+    failed: bool,
     written: u64,
     pending: Vec<u8>,
+}
+
+impl FileCold {
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.file.is_none() {
+            self.file = Some(self.dir.open(self.gen)?);
+        }
+        if let Some(file) = &self.file {
+            file.write_all_at(&self.pending, self.written)?;
+        }
+        self.written += self.pending.len() as u64;
+        self.pending.clear();
+        Ok(())
+    }
 }
 
 impl ColdStore for FileCold {
     fn append(&mut self, record: &[u8]) {
         self.pending.extend_from_slice(record);
-        if self.pending.len() < BUFFER {
+        if self.pending.len() < BUFFER || self.failed {
             return;
         }
-        let Some(file) = &self.file else { return };
-        match file.write_all_at(&self.pending, self.written) {
-            Ok(()) => {
-                self.written += self.pending.len() as u64;
-                self.pending.clear();
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot write a spill file: this generation stays in memory");
-                self.file = None;
-            }
+        if let Err(e) = self.flush() {
+            tracing::warn!(dir = %self.dir.path.display(), error = %e, "cannot write a spill file: this generation stays in memory");
+            self.failed = true;
         }
     }
 
