@@ -412,6 +412,11 @@ impl Collector for EngineCell {
                 q.candidates_unverified,
             ),
             (
+                "simdedup_cold_read_errors",
+                "Candidates skipped because their stored record could not be read (spill files)",
+                q.cold_read_errors,
+            ),
+            (
                 "simdedup_verify_cells",
                 "Verification work: edit-distance cells and token or substring comparisons",
                 q.verify_cells,

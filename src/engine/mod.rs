@@ -491,6 +491,7 @@ impl Engine {
         s.verify_cells += q.verify_cells;
         s.verify_budget_exhausted += q.verify_budget_exhausted;
         s.candidates_unverified += q.candidates_unverified;
+        s.cold_read_errors += q.cold_read_errors;
     }
 }
 

@@ -4,11 +4,13 @@
 //! an exact map on the normalized-text hash, the SimHash block tables, and a character-bigram
 //! inverted index for short texts. Every candidate goes through `verify`.
 
+mod candidates;
 pub mod cold;
 pub mod entry;
 pub mod grams;
 mod inspect;
 pub mod postings;
+mod segment;
 pub mod slots;
 pub mod store;
 pub mod tables;
@@ -23,15 +25,14 @@ pub use entry::{Entry, OrderKey};
 use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
 use postings::Postings;
-use slots::SlotTable;
-use store::Store;
+use segment::Segment;
 pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;
 use crate::types::PostId;
 use crate::verify::{
-    char_bits, may_accept, may_accept_simhash, unverified, verify_within, Budget, Match, Sketch,
-    VerifyConfig, VerifyMode,
+    char_bits, may_accept, unverified, verify_within, Budget, Match, Sketch, VerifyConfig,
+    VerifyMode,
 };
 
 /// Index shape and scan bounds (the `[index]` config section).
@@ -97,10 +98,6 @@ pub struct QueryStats {
     pub bucket_sizes: Hist,
 }
 
-/// Generations with fewer entries keep their postings in hash maps when a newer one starts
-/// (merging them saves little and costs a sort per generation on sparse streams).
-const COMPACT_MIN_ENTRIES: usize = 1024;
-
 /// Approximate bytes the index holds in memory, by structure.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Memory {
@@ -138,18 +135,6 @@ pub struct Query<'a> {
     pub sketch: Sketch<'a>,
     /// Distinct bigrams of the normalized text.
     pub grams: &'a [Gram],
-}
-
-struct Segment {
-    gen: i64,
-    /// The entries, compact: candidate filters and verification's cheap gates read one small
-    /// record per candidate, and most candidates are rejected without reading the rest.
-    store: Store,
-    /// Slots by text hash: the exact path, and `contains` and `has_copy` (an entry's key
-    /// identifies its post, so the same key always comes with the same text).
-    texts: SlotTable,
-    tables: Vec<Postings<u64>>,
-    grams: Postings<Gram>,
 }
 
 /// Reusable buffers for queries and inserts (the index itself stays immutable while querying).
@@ -503,175 +488,5 @@ impl Index {
         stats.verify_cells += budget.spent();
         scratch.cands = cands;
         best
-    }
-
-    fn simhash_candidates(
-        &self,
-        seg: &Segment,
-        q: &Query<'_>,
-        scratch: &mut Scratch,
-        stats: &mut QueryStats,
-    ) {
-        if !self.tabled(q.sketch.tokens.len()) {
-            return;
-        }
-        let fp = q.sketch.fingerprint;
-        for (t, table) in seg.tables.iter().enumerate() {
-            let bucket = table.get(&self.layout.key(t, fp));
-            stats.bucket_sizes.observe(bucket.len() as u64);
-            if bucket.len() > self.cfg.bucket_scan_cap {
-                stats.bucket_scans_capped += 1;
-            }
-            scratch.slots.clear();
-            bucket.append_to(&mut scratch.slots);
-            for &slot in scratch.slots.iter().rev().take(self.cfg.bucket_scan_cap) {
-                if (seg.store.meta(slot).fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance {
-                    scratch.cands.push(EntryRef { gen: seg.gen, slot });
-                }
-            }
-        }
-    }
-
-    fn gram_candidates(
-        &self,
-        seg: &Segment,
-        q: &Query<'_>,
-        scratch: &mut Scratch,
-        stats: &mut QueryStats,
-    ) {
-        let n = q.sketch.chars.len();
-        if !self.gram_path()
-            || n < self.min_gram_chars
-            || q.grams.is_empty()
-            || seg.grams.is_empty()
-        {
-            return;
-        }
-        let missing = grams::max_missing_grams(n, &self.verify);
-        scratch.lists.clear();
-        for (i, g) in q.grams.iter().enumerate() {
-            let len = seg.grams.get(g).len() as u32;
-            scratch.lists.push((i, len));
-        }
-        // Any `missing + 1` distinct grams are complete (see grams::max_missing_grams): take the
-        // rarest in this generation to keep the scan short.
-        scratch.lists.sort_unstable_by_key(|&(i, len)| (len, i));
-        let need = grams::count_threshold(&scratch.lists, missing, self.cfg.posting_scan_cap);
-        if need > 1 {
-            self.counted_gram_candidates(seg, q, missing + need, need, scratch);
-            return;
-        }
-        let mut budget = self.cfg.posting_scan_cap;
-        for &(i, len) in scratch.lists.iter().take(missing + 1) {
-            if len == 0 {
-                continue;
-            }
-            let list = seg.grams.get(&q.grams[i]);
-            if list.len() > budget {
-                stats.posting_scans_capped += 1;
-            }
-            scratch.slots.clear();
-            list.append_to(&mut scratch.slots);
-            for &slot in scratch.slots.iter().rev().take(budget) {
-                if self.comparable_lengths(n, seg.store.meta(slot).chars) {
-                    scratch.cands.push(EntryRef { gen: seg.gen, slot });
-                }
-            }
-            budget = budget.saturating_sub(list.len());
-            if budget == 0 {
-                break;
-            }
-        }
-    }
-
-    /// Count filtering: scans the `probes` rarest lists of `scratch.lists` in full (their total
-    /// fits `posting_scan_cap`, see `grams::count_threshold`) and keeps an entry only if it
-    /// occurs in at least `need` of them, since a match lacks at most `probes - need` of the
-    /// query's grams. The bound is the char rules'; an entry that only the SimHash rule could
-    /// accept is kept as the plain prefix filter would keep it: when it is in one of the first
-    /// `probes - need + 1` lists. So the candidates are a subset of the plain prefix filter's.
-    fn counted_gram_candidates(
-        &self,
-        seg: &Segment,
-        q: &Query<'_>,
-        probes: usize,
-        need: usize,
-        scratch: &mut Scratch,
-    ) {
-        let prefix = probes - need + 1;
-        scratch.hits.clear();
-        for (k, &(i, _)) in scratch.lists.iter().take(probes).enumerate() {
-            let list = seg.grams.get(&q.grams[i]);
-            // Low bit: seen in the plain prefix filter's lists.
-            let in_prefix = u64::from(k < prefix);
-            scratch
-                .hits
-                .extend(list.iter().map(|slot| (u64::from(slot) << 1) | in_prefix));
-        }
-        scratch.hits.sort_unstable();
-        let n = q.sketch.chars.len();
-        // Each list holds a slot at most once, so a run's length is the slot's count.
-        for run in scratch.hits.chunk_by(|a, b| a >> 1 == b >> 1) {
-            let in_prefix = run.iter().any(|h| h & 1 == 1);
-            if !in_prefix {
-                continue;
-            }
-            let slot = (run[0] >> 1) as u32;
-            let meta = seg.store.meta(slot);
-            if self.comparable_lengths(n, meta.chars)
-                && (run.len() >= need || may_accept_simhash(&q.sketch, &meta.gates(), &self.verify))
-            {
-                scratch.cands.push(EntryRef { gen: seg.gen, slot });
-            }
-        }
-    }
-
-    /// Both char rules need comparable lengths; the gram path skips the rest before verification.
-    fn comparable_lengths(&self, query_chars: usize, entry_chars: u32) -> bool {
-        entry_chars as f32 >= self.min_len_ratio * query_chars as f32
-            && query_chars as f32 >= self.min_len_ratio * entry_chars as f32
-    }
-}
-
-impl Segment {
-    fn new(gen: i64, tables: usize, cold: Box<dyn cold::ColdStore>) -> Segment {
-        Segment {
-            gen,
-            store: Store::new(cold),
-            texts: SlotTable::default(),
-            tables: (0..tables).map(|_| Postings::default()).collect(),
-            grams: Postings::default(),
-        }
-    }
-
-    /// Whether an entry whose text has hash `h` satisfies `pred` (unreadable ones do not).
-    fn any_text(&self, h: u64, mut pred: impl FnMut(&store::Cold<'_>) -> bool) -> bool {
-        let mut buf = Vec::new();
-        self.texts
-            .find(h, |s| self.store.meta(s).text_hash)
-            .any(|slot| self.store.cold(slot, &mut buf).is_ok_and(|c| pred(&c)))
-    }
-
-    /// The earliest entry (by order key) whose text has hash `h`: the exact path's candidate.
-    fn earliest(&self, h: u64) -> Option<u32> {
-        let mut buf = Vec::new();
-        self.texts
-            .find(h, |s| self.store.meta(s).text_hash)
-            .filter_map(|slot| Some((self.store.cold(slot, &mut buf).ok()?.key, slot)))
-            .min()
-            .map(|(_, slot)| slot)
-    }
-
-    /// Seals a generation that stopped growing, unless it is too small for it to matter.
-    fn compact(&mut self) {
-        if self.store.len() >= COMPACT_MIN_ENTRIES {
-            self.seal();
-        }
-    }
-
-    fn seal(&mut self) {
-        self.store.shrink();
-        self.tables.iter_mut().for_each(Postings::seal);
-        self.grams.seal();
     }
 }

@@ -93,7 +93,6 @@ impl Iterator for Gaps<'_> {
     type Item = u32;
 
     #[inline]
-
     fn next(&mut self) -> Option<u32> {
         if self.left == 0 {
             return None;

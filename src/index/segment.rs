@@ -1,0 +1,67 @@
+//! One generation of the index: its entries (`store`), the exact-text table, the block tables and
+//! the bigram postings.
+
+use super::cold::ColdStore;
+use super::grams::Gram;
+use super::postings::Postings;
+use super::slots::SlotTable;
+use super::store::{self, Store};
+
+/// Generations with fewer entries keep their postings in hash maps when a newer one starts
+/// (merging them saves little and costs a sort per generation on sparse streams).
+const COMPACT_MIN_ENTRIES: usize = 1024;
+
+pub(super) struct Segment {
+    pub(super) gen: i64,
+    /// The entries, compact: candidate filters and verification's cheap gates read one small
+    /// record per candidate, and most candidates are rejected without reading the rest.
+    pub(super) store: Store,
+    /// Slots by text hash: the exact path, and `contains` and `has_copy` (an entry's key
+    /// identifies its post, so the same key always comes with the same text).
+    pub(super) texts: SlotTable,
+    pub(super) tables: Vec<Postings<u64>>,
+    pub(super) grams: Postings<Gram>,
+}
+
+impl Segment {
+    pub(super) fn new(gen: i64, tables: usize, cold: Box<dyn ColdStore>) -> Segment {
+        Segment {
+            gen,
+            store: Store::new(cold),
+            texts: SlotTable::default(),
+            tables: (0..tables).map(|_| Postings::default()).collect(),
+            grams: Postings::default(),
+        }
+    }
+
+    /// Whether an entry whose text has hash `h` satisfies `pred` (unreadable ones do not).
+    pub(super) fn any_text(&self, h: u64, mut pred: impl FnMut(&store::Cold<'_>) -> bool) -> bool {
+        let mut buf = Vec::new();
+        self.texts
+            .find(h, |s| self.store.meta(s).text_hash)
+            .any(|slot| self.store.cold(slot, &mut buf).is_ok_and(|c| pred(&c)))
+    }
+
+    /// The earliest entry (by order key) whose text has hash `h`: the exact path's candidate.
+    pub(super) fn earliest(&self, h: u64) -> Option<u32> {
+        let mut buf = Vec::new();
+        self.texts
+            .find(h, |s| self.store.meta(s).text_hash)
+            .filter_map(|slot| Some((self.store.cold(slot, &mut buf).ok()?.key, slot)))
+            .min()
+            .map(|(_, slot)| slot)
+    }
+
+    /// Seals a generation that stopped growing, unless it is too small for it to matter.
+    pub(super) fn compact(&mut self) {
+        if self.store.len() >= COMPACT_MIN_ENTRIES {
+            self.seal();
+        }
+    }
+
+    pub(super) fn seal(&mut self) {
+        self.store.shrink();
+        self.tables.iter_mut().for_each(Postings::seal);
+        self.grams.seal();
+    }
+}
