@@ -97,6 +97,7 @@ pub fn count_threshold(lists: &[(usize, u32)], missing: usize, scan_cap: usize) 
 mod tests {
     use super::*;
     use crate::types::Fingerprint;
+    use crate::verify::tests::edited;
     use crate::verify::{levenshtein, verify, Sketch};
     use proptest::prelude::*;
 
@@ -130,24 +131,6 @@ mod tests {
             count_threshold(&lists(&[1; 40]), 3, 4096),
             MAX_COUNT_THRESHOLD
         );
-    }
-
-    /// `a` with `edits` applied: (position, 0 insert / 1 delete / 2 substitute, character).
-    fn edited(a: &[char], edits: &[(usize, u8, String)]) -> Vec<char> {
-        let mut b = a.to_vec();
-        for (pos, op, c) in edits {
-            let p = pos % (b.len() + 1);
-            let c = c.chars().next().unwrap();
-            match op {
-                0 => b.insert(p, c),
-                1 if p < b.len() => {
-                    b.remove(p);
-                }
-                _ if p < b.len() => b[p] = c,
-                _ => {}
-            }
-        }
-        b
     }
 
     /// Whether `verify` accepts query `a` against entry `b` (char rules only: no tokens).

@@ -418,4 +418,4 @@ fn contains(long: &[char], short: &[char]) -> bool {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

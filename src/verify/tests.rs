@@ -126,6 +126,24 @@ fn a_spent_budget_stops_verification_but_never_changes_an_answer_given() {
     assert_eq!(verify_within(&sa, &sb, &cfg, &mut enough), Ok(full));
 }
 
+/// `a` with `edits` applied: (position, 0 insert / 1 delete / 2 substitute, character).
+pub(crate) fn edited(a: &[char], edits: &[(usize, u8, String)]) -> Vec<char> {
+    let mut b = a.to_vec();
+    for (pos, op, c) in edits {
+        let p = pos % (b.len() + 1);
+        let c = c.chars().next().unwrap();
+        match op {
+            0 => b.insert(p, c),
+            1 if p < b.len() => {
+                b.remove(p);
+            }
+            _ if p < b.len() => b[p] = c,
+            _ => {}
+        }
+    }
+    b
+}
+
 proptest! {
     #[test]
     fn the_gates_never_reject_what_verify_accepts(
@@ -155,17 +173,7 @@ proptest! {
         pad in ("[a-z天地]{0,10}", "[a-z天地]{0,10}"),
     ) {
         let a = chars(&a);
-        let mut b = a.clone();
-        for (pos, op, c) in &edits {
-            let p = pos % (b.len() + 1);
-            let c = c.chars().next().unwrap();
-            match op {
-                0 => b.insert(p, c),
-                1 if p < b.len() => { b.remove(p); }
-                _ if p < b.len() => b[p] = c,
-                _ => {}
-            }
-        }
+        let b = edited(&a, &edits);
         let end = b.len().saturating_sub(cut.1).max(cut.0.min(b.len()));
         let b: Vec<char> = pad.0.chars().chain(b[cut.0.min(b.len())..end].iter().copied()).chain(pad.1.chars()).collect();
         let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
