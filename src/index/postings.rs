@@ -208,32 +208,37 @@ impl<K: Copy + Eq + Hash + Ord> Postings<K> {
         if self.head_len == 0 || self.run.len() + 5 * self.head_len > u32::MAX as usize {
             return;
         }
-        let mut keys: Vec<K> = self.run_keys.keys().copied().collect();
-        keys.extend(
-            self.head
-                .keys()
-                .filter(|k| !self.run_keys.contains_key(k))
-                .copied(),
-        );
-        keys.sort_unstable();
+        // Keys go into the run in any order: lookups go through `run_keys`. Each key's old
+        // slots (all smaller) come before its new ones.
+        let mut head = std::mem::take(&mut self.head);
         let mut run = Vec::with_capacity(self.run.len() + 2 * self.head_len);
         let mut run_keys = FxHashMap::default();
-        run_keys.reserve(keys.len());
-        for k in keys {
-            let start = run.len() as u32;
-            let list = self.get(&k);
-            let mut prev = 0;
-            for slot in list.iter() {
-                put_varint(&mut run, slot - prev);
+        run_keys.reserve(self.run_keys.len() + head.len());
+        let encode = |run: &mut Vec<u8>, slots: &mut dyn Iterator<Item = u32>| {
+            let (start, mut prev, mut n) = (run.len() as u32, 0, 0);
+            for slot in slots {
+                put_varint(run, slot - prev);
                 prev = slot;
+                n += 1;
             }
-            run_keys.insert(k, (start, list.len() as u32));
+            (start, n)
+        };
+        for (k, &(s, n)) in &self.run_keys {
+            let old = Gaps {
+                bytes: &self.run[s as usize..],
+                left: n,
+                prev: 0,
+            };
+            let new = head.remove(k).unwrap_or_default();
+            run_keys.insert(*k, encode(&mut run, &mut old.chain(new)));
+        }
+        for (k, slots) in head.drain() {
+            run_keys.insert(k, encode(&mut run, &mut slots.into_iter()));
         }
         run.shrink_to_fit();
         self.run = run;
         self.run_len += self.head_len;
         self.run_keys = run_keys;
-        self.head = FxHashMap::default();
         self.head_len = 0;
     }
 }
