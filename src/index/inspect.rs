@@ -105,10 +105,11 @@ impl Index {
             .take_while(|s| s.gen >= q.min_gen)
         {
             if let Some(slot) = seg.earliest(q.sketch.text_hash) {
+                let mut buf = Vec::new();
                 if seg
                     .store
-                    .cold(slot, &mut Vec::new())
-                    .is_ok_and(|c| c.chars().eq(q.sketch.chars.iter().copied()))
+                    .cold(slot, &mut buf)
+                    .is_ok_and(|c| seg.same_text(slot, &c, q.sketch.chars))
                 {
                     let r = EntryRef { gen: seg.gen, slot };
                     found.entry(r).or_default().exact = true;

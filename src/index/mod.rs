@@ -233,9 +233,7 @@ impl Index {
 
     /// The representative id and event time of the entry at `r` (what a duplicate reports).
     pub fn cluster_of(&self, r: EntryRef) -> Option<(PostId, crate::types::EventTime)> {
-        let s = self
-            .segment(r.gen)
-            .filter(|s| (r.slot as usize) < s.store.len())?;
+        let s = self.segment(r.gen).filter(|s| s.has_slot(r.slot))?;
         let mut buf = Vec::new();
         let c = s.store.cold(r.slot, &mut buf).ok()?;
         Some((PostId(c.id.to_string()), c.time))
@@ -244,7 +242,7 @@ impl Index {
     /// The entry at `r`, rebuilt from its compact form.
     pub fn get(&self, r: EntryRef) -> Option<Entry> {
         self.segment(r.gen)
-            .filter(|s| (r.slot as usize) < s.store.len())
+            .filter(|s| s.has_slot(r.slot))
             .and_then(|s| s.store.entry(r.slot).ok())
     }
 
@@ -399,19 +397,19 @@ impl Index {
                 };
                 if cold.id != q.id.0
                     && q.before.sees(&cold.key, q.tick_secs)
-                    && seg.store.meta(slot).chars as usize == q.sketch.chars.len()
-                    && cold.chars().eq(q.sketch.chars.iter().copied())
+                    && seg.same_text(slot, &cold, q.sketch.chars)
                 {
-                    let meta = seg.store.meta(slot);
-                    let e = cold.sketch(meta, &mut scratch.chars, &mut scratch.tokens);
-                    {
-                        stats.candidates += 1;
-                        let r = EntryRef { gen: seg.gen, slot };
-                        let mut budget = Budget::unlimited();
-                        let m = verify_within(&q.sketch, &e, &self.verify, &mut budget);
-                        stats.verify_cells += budget.spent();
-                        return m.ok().flatten().map(|m| (r, m));
-                    }
+                    let e = cold.sketch(
+                        seg.store.meta(slot),
+                        &mut scratch.chars,
+                        &mut scratch.tokens,
+                    );
+                    stats.candidates += 1;
+                    let r = EntryRef { gen: seg.gen, slot };
+                    let mut budget = Budget::unlimited();
+                    let m = verify_within(&q.sketch, &e, &self.verify, &mut budget);
+                    stats.verify_cells += budget.spent();
+                    return m.ok().flatten().map(|m| (r, m));
                 }
             }
         }
@@ -439,7 +437,7 @@ impl Index {
                 seg = self.segment(r.gen);
             }
             let Some(s) = seg else { continue };
-            if r.slot as usize >= s.store.len() {
+            if !s.has_slot(r.slot) {
                 continue;
             }
             let meta = s.store.meta(r.slot);

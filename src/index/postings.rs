@@ -121,7 +121,7 @@ fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     out.push(v as u8);
 }
 
-impl<K: Copy + Eq + Hash + Ord> Postings<K> {
+impl<K: Copy + Eq + Hash> Postings<K> {
     /// Adds `slot` under `key`. Slots must be added in increasing order.
     #[inline]
     pub fn push(&mut self, key: K, slot: u32) {

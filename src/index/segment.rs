@@ -34,6 +34,12 @@ impl Segment {
         }
     }
 
+    /// Whether `cold`, the record of `slot`, holds exactly the text `chars`.
+    pub(super) fn same_text(&self, slot: u32, cold: &store::Cold<'_>, chars: &[char]) -> bool {
+        self.store.meta(slot).chars as usize == chars.len()
+            && cold.chars().eq(chars.iter().copied())
+    }
+
     /// Whether an entry whose text has hash `h` satisfies `pred` (unreadable ones do not).
     pub(super) fn any_text(&self, h: u64, mut pred: impl FnMut(&store::Cold<'_>) -> bool) -> bool {
         let mut buf = Vec::new();
@@ -43,13 +49,26 @@ impl Segment {
     }
 
     /// The earliest entry (by order key) whose text has hash `h`: the exact path's candidate.
+    /// Keys are read only when several entries share the hash (rare: an identical text is
+    /// normally a duplicate, not a second entry).
     pub(super) fn earliest(&self, h: u64) -> Option<u32> {
+        let mut slots = self.texts.find(h, |s| self.store.meta(s).text_hash);
+        let first = slots.next()?;
+        let mut rest = slots.peekable();
+        if rest.peek().is_none() {
+            return Some(first);
+        }
         let mut buf = Vec::new();
-        self.texts
-            .find(h, |s| self.store.meta(s).text_hash)
+        std::iter::once(first)
+            .chain(rest)
             .filter_map(|slot| Some((self.store.cold(slot, &mut buf).ok()?.key, slot)))
             .min()
             .map(|(_, slot)| slot)
+    }
+
+    /// Whether the generation has a `slot`.
+    pub(super) fn has_slot(&self, slot: u32) -> bool {
+        (slot as usize) < self.store.len()
     }
 
     /// Seals a generation that stopped growing, unless it is too small for it to matter.
