@@ -392,6 +392,11 @@ impl Collector for EngineCell {
                 q.verify_rejects,
             ),
             (
+                "simdedup_gate_rejects",
+                "Candidates rejected by cheap gates before their record was read",
+                q.gate_rejects,
+            ),
+            (
                 "simdedup_bucket_scans_capped",
                 "SimHash bucket scans cut at index.bucket_scan_cap",
                 q.bucket_scans_capped,

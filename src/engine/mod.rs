@@ -486,6 +486,7 @@ impl Engine {
         s.bucket_sizes.merge(&q.bucket_sizes);
         s.candidates += q.candidates;
         s.verify_rejects += q.verify_rejects;
+        s.gate_rejects += q.gate_rejects;
         s.bucket_scans_capped += q.bucket_scans_capped;
         s.posting_scans_capped += q.posting_scans_capped;
         s.verify_cells += q.verify_cells;

@@ -36,6 +36,7 @@ impl Index {
         &self,
         seg: &Segment,
         q: &Query<'_>,
+        q_tokens: u64,
         scratch: &mut Scratch,
         stats: &mut QueryStats,
     ) {
@@ -58,7 +59,7 @@ impl Index {
         scratch.lists.sort_unstable_by_key(|&(i, len)| (len, i));
         let need = grams::count_threshold(&scratch.lists, missing, self.cfg.posting_scan_cap);
         if need > 1 {
-            self.counted_gram_candidates(seg, q, missing + need, need, scratch);
+            self.counted_gram_candidates(seg, q, q_tokens, missing + need, need, scratch);
             return;
         }
         let mut budget = self.cfg.posting_scan_cap;
@@ -90,10 +91,12 @@ impl Index {
     /// query's grams. The bound is the char rules'; an entry that only the SimHash rule could
     /// accept is kept as the plain prefix filter would keep it: when it is in one of the first
     /// `probes - need + 1` lists. So the candidates are a subset of the plain prefix filter's.
+    /// (`q_tokens` is `verify::token_bits` of the query's tokens.)
     fn counted_gram_candidates(
         &self,
         seg: &Segment,
         q: &Query<'_>,
+        q_tokens: u64,
         probes: usize,
         need: usize,
         scratch: &mut Scratch,
@@ -119,7 +122,8 @@ impl Index {
             let slot = (run[0] >> 1) as u32;
             let meta = seg.store.meta(slot);
             if self.comparable_lengths(n, meta.chars)
-                && (run.len() >= need || may_accept_simhash(&q.sketch, &meta.gates(), &self.verify))
+                && (run.len() >= need
+                    || may_accept_simhash(&q.sketch, q_tokens, &meta.gates(), &self.verify))
             {
                 scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }

@@ -31,8 +31,7 @@ pub use tables::{LayoutError, TableLayout};
 use crate::hist::Hist;
 use crate::types::PostId;
 use crate::verify::{
-    char_bits, may_accept, unverified, verify_within, Budget, Match, Sketch, VerifyConfig,
-    VerifyMode,
+    may_accept, unverified, verify_within, Bits, Budget, Match, Sketch, VerifyConfig, VerifyMode,
 };
 
 /// Index shape and scan bounds (the `[index]` config section).
@@ -82,6 +81,8 @@ pub struct QueryStats {
     pub candidates: u64,
     /// Candidates that verification rejected.
     pub verify_rejects: u64,
+    /// Of those, the ones its gates rejected before the entry's record was read.
+    pub gate_rejects: u64,
     /// SimHash buckets whose scan hit `bucket_scan_cap`.
     pub bucket_scans_capped: u64,
     /// Bigram probes that hit `posting_scan_cap`.
@@ -414,6 +415,7 @@ impl Index {
             }
         }
         scratch.cands.clear();
+        let q_bits = Bits::of(&q.sketch);
         for seg in self
             .segments
             .iter()
@@ -421,7 +423,7 @@ impl Index {
             .take_while(|s| s.gen >= q.min_gen)
         {
             self.simhash_candidates(seg, q, scratch, stats);
-            self.gram_candidates(seg, q, scratch, stats);
+            self.gram_candidates(seg, q, q_bits.tokens, scratch, stats);
         }
         let mut best: Option<(EntryRef, Match)> = None;
         let mut cands = std::mem::take(&mut scratch.cands);
@@ -429,7 +431,6 @@ impl Index {
         cands.sort_unstable_by(|a, b| b.gen.cmp(&a.gen).then(a.slot.cmp(&b.slot)));
         cands.dedup();
         let mut budget = Budget::new(self.verify.max_verify_cells_per_post);
-        let q_bits = char_bits(q.sketch.chars);
         let mut seg: Option<&Segment> = None;
         for (i, r) in cands.iter().enumerate() {
             // Candidates come grouped by generation: find each segment once.
@@ -446,9 +447,10 @@ impl Index {
                 // charged to the budget either way). Its own id or a later key would have
                 // skipped it before verification; a gate-rejected one counts as verified.
                 // (The post's own entry, re-processed, has its text hash and always passes.)
-                if !may_accept(&q.sketch, q_bits, &meta.gates(), &self.verify) {
+                if !may_accept(&q.sketch, &q_bits, &meta.gates(), &self.verify) {
                     stats.candidates += 1;
                     stats.verify_rejects += 1;
+                    stats.gate_rejects += 1;
                     continue;
                 }
             }

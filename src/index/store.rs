@@ -5,7 +5,7 @@
 //! pass the gates.
 
 use crate::types::{EventTime, Fingerprint, PostId};
-use crate::verify::{char_bits, Gates, Sketch};
+use crate::verify::{char_bits, token_bits, Bits, Gates, Sketch};
 
 use super::cold::{ColdStore, InMemory};
 use super::entry::{Entry, OrderKey};
@@ -21,6 +21,8 @@ pub struct Meta {
     loc: u64,
     /// `verify::char_bits` of the normalized text.
     pub char_bits: u64,
+    /// `verify::token_bits` of its tokens.
+    pub token_bits: u64,
     /// Normalized text length in characters.
     pub chars: u32,
     /// Distinct tokens.
@@ -35,7 +37,10 @@ impl Meta {
             tokens: self.tokens as usize,
             fingerprint: Fingerprint(self.fingerprint),
             text_hash: self.text_hash,
-            char_bits: self.char_bits,
+            bits: Bits {
+                chars: self.char_bits,
+                tokens: self.token_bits,
+            },
         }
     }
 
@@ -210,6 +215,7 @@ impl Store {
             text_hash: e.text_hash,
             loc: (offset << LEN_BITS) | b.len() as u64,
             char_bits: char_bits(&e.chars),
+            token_bits: token_bits(&e.tokens),
             chars: e.chars.len() as u32,
             tokens: e.tokens.len() as u32,
         });
@@ -284,7 +290,7 @@ mod tests {
 
     #[test]
     fn entries_round_trip_and_meta_stays_small() {
-        assert_eq!(std::mem::size_of::<Meta>(), 40);
+        assert_eq!(std::mem::size_of::<Meta>(), 48);
         let mut s = Store::default();
         let e = |id: &str, text: &str, seq| Entry {
             id: PostId(id.into()),

@@ -275,8 +275,28 @@ pub struct Gates {
     pub fingerprint: Fingerprint,
     /// xxh3 of the normalized text.
     pub text_hash: u64,
+    /// `char_bits` of the normalized text and `token_bits` of its tokens.
+    pub bits: Bits,
+}
+
+/// The 64-bit sets the gates compare: a text's characters (`char_bits`) and its tokens
+/// (`token_bits`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Bits {
     /// `char_bits` of the normalized text.
-    pub char_bits: u64,
+    pub chars: u64,
+    /// `token_bits` of the distinct tokens.
+    pub tokens: u64,
+}
+
+impl Bits {
+    /// The sets of a sketch.
+    pub fn of(s: &Sketch<'_>) -> Bits {
+        Bits {
+            chars: char_bits(s.chars),
+            tokens: token_bits(s.tokens),
+        }
+    }
 }
 
 /// A 64-bit set of the text's characters (each sets bit `hash(c) % 64`). A set bit of one text
@@ -289,12 +309,21 @@ pub fn char_bits(chars: &[char]) -> u64 {
     })
 }
 
+/// A 64-bit set of the distinct token hashes (each sets bit `hash % 64`, remixed). A set bit of
+/// one post that the other lacks stands for at least one of its tokens absent from the other, so
+/// such bits bound the token overlap, and with it Zhou's similarity, from above.
+pub fn token_bits(tokens: &[u32]) -> u64 {
+    tokens.iter().fold(0u64, |bits, &t| {
+        bits | 1u64 << (t.wrapping_mul(0x9E37_79B9) >> 26)
+    })
+}
+
 /// False only when `verify` certainly rejects the pair (and spends nothing of a budget on it):
 /// no identical-text hash; lengths, or characters one text has and the other lacks (`char_bits`
-/// of `a` is `a_bits`), outside the edit band; lengths outside the containment ratio, or a
-/// character of the shorter text missing from the longer; and a SimHash similarity that even a
-/// full token overlap could not lift to the threshold.
-pub fn may_accept(a: &Sketch<'_>, a_bits: u64, b: &Gates, cfg: &VerifyConfig) -> bool {
+/// of `a` is `a_bits.chars`), outside the edit band; lengths outside the containment ratio, or a
+/// character of the shorter text missing from the longer; and a SimHash similarity that even the
+/// largest token overlap the token sets allow could not lift to the threshold.
+pub fn may_accept(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) -> bool {
     if a.text_hash == b.text_hash {
         return true;
     }
@@ -302,9 +331,9 @@ pub fn may_accept(a: &Sketch<'_>, a_bits: u64, b: &Gates, cfg: &VerifyConfig) ->
     let (short, long) = (n.min(m), n.max(m));
     if short > 0 && long >= cfg.edit_min_chars {
         let max_edits = ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4).floor() as usize;
-        let absent = (a_bits & !b.char_bits)
+        let absent = (a_bits.chars & !b.bits.chars)
             .count_ones()
-            .max((b.char_bits & !a_bits).count_ones()) as usize;
+            .max((b.bits.chars & !a_bits.chars).count_ones()) as usize;
         if long - short <= max_edits && absent <= max_edits {
             return true;
         }
@@ -315,26 +344,39 @@ pub fn may_accept(a: &Sketch<'_>, a_bits: u64, b: &Gates, cfg: &VerifyConfig) ->
         && short as f32 >= cfg.containment_min_ratio * long as f32
     {
         let (inner, outer) = if n <= m {
-            (a_bits, b.char_bits)
+            (a_bits.chars, b.bits.chars)
         } else {
-            (b.char_bits, a_bits)
+            (b.bits.chars, a_bits.chars)
         };
         if inner & !outer == 0 {
             return true;
         }
     }
-    may_accept_simhash(a, b, cfg)
+    may_accept_simhash(a, a_bits.tokens, b, cfg)
 }
 
-/// False only when the SimHash rule of `verify` certainly rejects the pair: even a full token
-/// overlap could not lift the similarity to the threshold.
-pub fn may_accept_simhash(a: &Sketch<'_>, b: &Gates, cfg: &VerifyConfig) -> bool {
+/// False only when the SimHash rule of `verify` certainly rejects the pair (`a_tokens` is
+/// `token_bits` of `a`'s tokens): even the largest token overlap the two token sets allow could
+/// not lift the similarity to the threshold. Each bit one set has and the other lacks is at least
+/// one token outside the intersection, so the overlap is at most
+/// `min(|A| - bits only A has, |B| - bits only B has)` and the Jaccard index at most that over
+/// the union it leaves.
+pub fn may_accept_simhash(a: &Sketch<'_>, a_tokens: u64, b: &Gates, cfg: &VerifyConfig) -> bool {
     if a.tokens.len() < cfg.simhash_min_tokens || b.tokens < cfg.simhash_min_tokens {
         return false;
     }
     let distance = a.fingerprint.hamming(b.fingerprint);
-    let (sa, sb) = (a.tokens.len() as f32, b.tokens as f32);
-    let best = 1.0 / (distance as f32 + 1.0) + cfg.sim_k * (sa.min(sb) / sa.max(sb));
+    let (na, nb) = (a.tokens.len(), b.tokens);
+    let only_a = (a_tokens & !b.bits.tokens).count_ones() as usize;
+    let only_b = (b.bits.tokens & !a_tokens).count_ones() as usize;
+    let inter = na.saturating_sub(only_a).min(nb.saturating_sub(only_b));
+    let union = na + nb - inter;
+    let jaccard = if union == 0 {
+        0.0
+    } else {
+        inter as f32 / union as f32
+    };
+    let best = 1.0 / (distance as f32 + 1.0) + cfg.sim_k * jaccard;
     best >= cfg.sim_threshold
 }
 

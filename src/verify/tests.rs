@@ -157,9 +157,30 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash, char_bits: char_bits(&b) };
+        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash, bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
         if verify(&sa, &sb, &cfg).is_some() {
-            prop_assert!(may_accept(&sa, char_bits(&a), &gates, &cfg));
+            prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg));
+        }
+    }
+
+    // Token sets that mostly overlap, with hashes spread over all 32 bits so that the token
+    // sets' bits differ: whenever the SimHash rule accepts, its gate does.
+    #[test]
+    fn the_token_gate_never_rejects_what_the_simhash_rule_accepts(
+        shared in proptest::collection::btree_set(any::<u32>(), 4..40),
+        only_a in proptest::collection::btree_set(any::<u32>(), 0..8),
+        only_b in proptest::collection::btree_set(any::<u32>(), 0..8),
+        fa: u64, flips in 0u32..12,
+    ) {
+        let ta: Vec<u32> = shared.union(&only_a).copied().collect();
+        let tb: Vec<u32> = shared.union(&only_b).copied().collect();
+        let (a, b) = (chars("天地人和风雨云雪山水"), chars("abcdefghijkl"));
+        let fb = fa ^ ((1u64 << flips) - 1);
+        let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
+        let cfg = VerifyConfig::default();
+        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash, bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
+        if verify(&sa, &sb, &cfg).is_some() {
+            prop_assert!(may_accept_simhash(&sa, token_bits(&ta), &gates, &cfg));
         }
     }
 
@@ -178,9 +199,9 @@ proptest! {
         let b: Vec<char> = pad.0.chars().chain(b[cut.0.min(b.len())..end].iter().copied()).chain(pad.1.chars()).collect();
         let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: sb.text_hash, char_bits: char_bits(&b) };
+        let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: sb.text_hash, bits: Bits { chars: char_bits(&b), tokens: 0 } };
         if verify(&sa, &sb, &cfg).is_some() {
-            prop_assert!(may_accept(&sa, char_bits(&a), &gates, &cfg), "a={:?} b={:?}", a, b);
+            prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg), "a={:?} b={:?}", a, b);
         }
     }
 

@@ -153,6 +153,8 @@ pub struct Checkpoint {
     pub verified_per_post: f64,
     /// Candidates that failed verification per post.
     pub verify_rejects_per_post: f64,
+    /// Candidates past the gates, whose records were read and verified, per post.
+    pub reads_per_post: f64,
     /// SimHash buckets looked up per post.
     pub bucket_lookups_per_post: f64,
     /// Entries held by the looked-up buckets per post (before the scan cap).
@@ -178,7 +180,7 @@ impl Checkpoint {
     pub fn line(&self) -> String {
         format!(
             "{:>10} live {:>11}  posts {:>11}  {:>6.1} h  {:>8.0} posts/s wall {:>8.0} cpu {:>8.0} engine (load {:.1})  \
-             p50 {:>6.1} p99 {:>7.1} p99.9 {:>7.1} us  verified/post {:>6.2} rejects/post {:>6.2} \
+             p50 {:>6.1} p99 {:>7.1} p99.9 {:>7.1} us  verified/post {:>6.2} rejects/post {:>6.2} read/post {:>6.2} \
              bucket entries/post {:>7.1}  dup {:>4.1}%  RSS {:>6.0} MB  {:>5.0} B/entry ({:>5.0} growth, {:>5.0} index est.: {})",
             self.at,
             self.live_entries,
@@ -193,6 +195,7 @@ impl Checkpoint {
             self.p999_us,
             self.verified_per_post,
             self.verify_rejects_per_post,
+            self.reads_per_post,
             self.bucket_entries_per_post,
             100.0 * self.duplicate_share,
             self.rss_bytes as f64 / 1e6,

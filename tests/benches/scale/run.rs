@@ -122,6 +122,7 @@ impl<'t> Runner<'t> {
             p999_us: lat.quantile_us(0.999),
             verified_per_post: per(s.candidates - m.candidates),
             verify_rejects_per_post: per(s.verify_rejects - m.verify_rejects),
+            reads_per_post: per((s.candidates - s.gate_rejects) - (m.candidates - m.gate_rejects)),
             bucket_lookups_per_post: per(s.bucket_sizes.count() - m.bucket_sizes.count()),
             bucket_entries_per_post: per(s.bucket_sizes.sum() - m.bucket_sizes.sum()),
             capped_scans_per_1000: 1000.0
