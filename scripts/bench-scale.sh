@@ -20,7 +20,8 @@
 # at S before the linear squeeze; default 60), --no-restart, --in-memory (keep entries' ids, texts
 # and tokens in memory, as `state.spill_texts = false`; by default they go to spill files under the
 # output directory, as `simdedup dedup --state-dir` does).
-# The run is pinned to one core (taskset) and niced. Outputs: target/bench-scale/ (summary.json,
+# The run is pinned to one core (taskset) and niced; the restart uses every core, as `simdedup
+# dedup --state-dir` does. Outputs: target/bench-scale/ (summary.json,
 # the dev posts' verdicts, the re-timed dev stream) or $SIMDEDUP_SCALE_OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -97,7 +98,7 @@ for b in bg[:8]:
 if "restart" in run:
     x = run["restart"]
     print(f"\nrestart from sled: {x['committed']:,} entries committed in {x['commit_secs']:.1f} s "
-          f"({x['disk_bytes']/1e6:,.0f} MB on disk); open+load {x['load_secs']:.1f} s + index rebuild "
-          f"{x['restore_secs']:.1f} s = {x['restart_secs']:.1f} s")
+          f"({x['disk_bytes']/1e6:,.0f} MB on disk); open {x['load_secs']:.1f} s + read and rebuild "
+          f"{x['restore_secs']:.1f} s = {x['restart_secs']:.1f} s on {x.get('threads', 1)} threads")
 print(f"\nfull summary: {out}/run.json")
 PY

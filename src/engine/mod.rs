@@ -275,21 +275,26 @@ impl Engine {
     }
 
     /// Restores persisted state: the watermarks (also as window marks, unless
-    /// `restore_window_marks` set them first), then entries per generation in insertion order.
-    /// Restored entries are not reported as pending changes.
-    pub fn restore(&mut self, watermarks: BTreeMap<u32, i64>, generations: Vec<(i64, Vec<Entry>)>) {
+    /// `restore_window_marks` set them first), then entries per generation in insertion order,
+    /// generations below the live window skipped. Up to `threads` generations are built at once
+    /// while `generations` yields the next (see `Index::insert_generations`). Restored entries
+    /// are not reported as pending changes.
+    pub fn restore(
+        &mut self,
+        watermarks: BTreeMap<u32, i64>,
+        generations: impl IntoIterator<Item = (i64, Vec<Entry>)>,
+        threads: usize,
+    ) {
         // Window marks restored first (`restore_window_marks`) win over the order watermarks.
         for (p, w) in &watermarks {
             self.horizons.entry(*p).or_insert(Horizon::at(*w));
         }
         self.watermarks = watermarks;
         let min_gen = self.min_live_generation();
-        for (gen, entries) in generations {
-            if min_gen.is_some_and(|m| gen < m) {
-                continue;
-            }
-            self.index.insert_all(gen, entries, &mut self.scratch);
-        }
+        let live = generations
+            .into_iter()
+            .filter(|(gen, _)| min_gen.is_none_or(|m| *gen >= m));
+        self.index.insert_generations(live, threads);
     }
 
     /// Applies an entry decided elsewhere (another partition's worker): it joins the index unless

@@ -4,6 +4,7 @@
 //! an exact map on the normalized-text hash, the SimHash block tables, and a character-bigram
 //! inverted index for short texts. Every candidate goes through `verify`.
 
+mod build;
 mod candidates;
 pub mod cold;
 pub mod entry;
@@ -20,6 +21,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use build::Indexer;
 use cold::ColdFactory;
 pub use entry::{Entry, OrderKey};
 use grams::Gram;
@@ -329,33 +331,8 @@ impl Index {
                 self.segments.len() - 1
             }
         };
-        let tabled = self.tabled(entry.tokens.len());
-        let gram_indexed = self.gram_indexed(entry.chars.len());
-        let seg = &mut self.segments[idx];
-        let slot = seg.store.push(&entry);
-        let store = &seg.store;
-        seg.texts
-            .insert(entry.text_hash, slot, |s| store.meta(s).text_hash);
-        if tabled {
-            for (t, table) in seg.tables.iter_mut().enumerate() {
-                let key = self.layout.key(t, entry.fingerprint);
-                if merge {
-                    table.push(key, slot);
-                } else {
-                    table.push_unsealed(key, slot);
-                }
-            }
-        }
-        if gram_indexed {
-            grams::distinct_bigrams(&entry.chars, &mut scratch.grams);
-            for g in &scratch.grams {
-                if merge {
-                    seg.grams.push(*g, slot);
-                } else {
-                    seg.grams.push_unsealed(*g, slot);
-                }
-            }
-        }
+        let ix = Indexer::new(&self.layout, &self.cfg, &self.verify, self.min_gram_chars);
+        let slot = ix.add(&mut self.segments[idx], &entry, &mut scratch.grams, merge);
         EntryRef { gen, slot }
     }
 
@@ -367,14 +344,17 @@ impl Index {
         !self.simhash_only()
     }
 
-    /// Whether an entry with `tokens` distinct tokens goes into the block tables: only posts with
-    /// enough tokens for a stable fingerprint (all of them in `simhash_only` mode).
+    fn indexer(&self) -> Indexer<'_> {
+        Indexer::new(&self.layout, &self.cfg, &self.verify, self.min_gram_chars)
+    }
+
+    /// Whether an entry with `tokens` distinct tokens goes into the block tables.
     fn tabled(&self, tokens: usize) -> bool {
-        self.simhash_only() || tokens >= self.verify.simhash_min_tokens
+        self.indexer().tabled(tokens)
     }
 
     fn gram_indexed(&self, chars: usize) -> bool {
-        self.gram_path() && chars >= self.min_gram_chars && chars <= self.cfg.gram_max_chars
+        self.indexer().gram_indexed(chars)
     }
 
     /// Finds the best verified earlier match of `q`, newest generation first. Ties go to the

@@ -143,10 +143,103 @@ pub struct Loaded {
     pub expired: usize,
 }
 
-/// Keys a read-write load deletes after a scan.
-struct Scan {
-    loaded: Loaded,
+/// Live generations read one at a time, oldest first, each with its entries in insertion
+/// order (`Store::generations`).
+pub struct Generations<'a> {
+    store: &'a Store,
+    iter: std::iter::Peekable<sled::Iter>,
+    min_gen: Option<i64>,
+    next_seq: u64,
+    /// Entries read, uncommitted ones discarded, expired ones skipped.
+    counts: [usize; 3],
     uncommitted_keys: Vec<sled::IVec>,
+}
+
+impl Generations<'_> {
+    /// Counts so far, as a `Loaded` without generations.
+    pub fn counts(&self) -> Loaded {
+        Loaded {
+            generations: Vec::new(),
+            entries: self.counts[0],
+            discarded: self.counts[1],
+            expired: self.counts[2],
+        }
+    }
+
+    /// Deletes the uncommitted entries met; returns the counts.
+    pub fn finish(self) -> Result<Loaded, StateError> {
+        let (store, loaded) = (self.store, self.counts());
+        guarded(&store.path, || {
+            for k in self.uncommitted_keys {
+                store.entries.remove(k)?;
+            }
+            Ok(loaded)
+        })
+    }
+
+    fn next_generation(&mut self) -> Result<Option<(i64, Vec<Entry>)>, StateError> {
+        while let Some(kv) = self.iter.next() {
+            let (k, v) = kv?;
+            let gen = key_generation(&k);
+            let mut entries = Vec::new();
+            self.decode(gen, k, &v, &mut entries)?;
+            // A generation's chunks are contiguous in key order.
+            while let Some(Ok((k, _))) = self.iter.peek() {
+                if key_generation(k) != gen {
+                    break;
+                }
+                let Some(Ok((k, v))) = self.iter.next() else {
+                    break;
+                };
+                self.decode(gen, k, &v, &mut entries)?;
+            }
+            if !entries.is_empty() {
+                return Ok(Some((gen, entries)));
+            }
+        }
+        Ok(None)
+    }
+
+    fn decode(
+        &mut self,
+        gen: i64,
+        key: sled::IVec,
+        chunk: &[u8],
+        out: &mut Vec<Entry>,
+    ) -> Result<(), StateError> {
+        let expired = self.min_gen.is_some_and(|m| gen < m);
+        let mut rest = chunk;
+        let mut uncommitted = false;
+        while !rest.is_empty() {
+            let (e, tail) = Entry::decode(rest).map_err(|source| StateError::Corrupt {
+                tree: "entries".into(),
+                source,
+            })?;
+            rest = tail;
+            if e.key.seq >= self.next_seq {
+                uncommitted = true;
+                self.counts[1] += 1;
+            } else if expired {
+                self.counts[2] += 1;
+            } else {
+                self.counts[0] += 1;
+                out.push(e);
+            }
+        }
+        if uncommitted {
+            self.uncommitted_keys.push(key);
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Generations<'_> {
+    type Item = Result<(i64, Vec<Entry>), StateError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let store = self.store;
+        guarded(&store.path, || self.next_generation()).transpose()
+    }
 }
 
 impl Store {
@@ -291,64 +384,54 @@ impl Store {
     }
 
     fn load_unguarded(&self, min_gen: Option<i64>, next_seq: u64) -> Result<Loaded, StateError> {
-        if let Some(m) = min_gen {
-            self.remove_generations_below(m)?;
-        }
-        let scan = self.scan(None, next_seq)?;
-        for k in scan.uncommitted_keys {
-            self.entries.remove(k)?;
-        }
-        Ok(scan.loaded)
+        let mut gens = self.generations_unguarded(min_gen, next_seq)?;
+        let generations = gens.by_ref().collect::<Result<Vec<_>, _>>()?;
+        let mut loaded = gens.finish()?;
+        loaded.generations = generations;
+        Ok(loaded)
     }
 
     /// What `load` would rebuild, without deleting anything: expired generations are skipped and
     /// counted in `expired`, uncommitted entries in `discarded`.
     pub fn read(&self, min_gen: Option<i64>, next_seq: u64) -> Result<Loaded, StateError> {
-        Ok(self.scan(min_gen, next_seq)?.loaded)
+        let mut gens = self.reader(min_gen, next_seq);
+        let generations = gens.by_ref().collect::<Result<Vec<_>, _>>()?;
+        let mut loaded = gens.counts();
+        loaded.generations = generations;
+        Ok(loaded)
     }
 
-    fn scan(&self, min_gen: Option<i64>, next_seq: u64) -> Result<Scan, StateError> {
-        let mut out = Loaded {
-            generations: Vec::new(),
-            entries: 0,
-            discarded: 0,
-            expired: 0,
-        };
-        let mut uncommitted_keys = Vec::new();
-        for kv in self.entries.iter() {
-            let (k, v) = kv?;
-            let gen = key_generation(&k);
-            let expired = min_gen.is_some_and(|m| gen < m);
-            let mut rest: &[u8] = &v;
-            let mut uncommitted = false;
-            if out.generations.last().is_none_or(|(g, _)| *g != gen) {
-                out.generations.push((gen, Vec::new()));
-            }
-            while !rest.is_empty() {
-                let (e, tail) = Entry::decode(rest).map_err(|source| StateError::Corrupt {
-                    tree: "entries".into(),
-                    source,
-                })?;
-                rest = tail;
-                if e.key.seq >= next_seq {
-                    uncommitted = true;
-                    out.discarded += 1;
-                } else if expired {
-                    out.expired += 1;
-                } else if let Some((_, es)) = out.generations.last_mut() {
-                    out.entries += 1;
-                    es.push(e);
-                }
-            }
-            if uncommitted {
-                uncommitted_keys.push(k);
-            }
+    /// `load`, one generation at a time, so that a restart holds only the generations it is
+    /// building: generations below `min_gen` are deleted first, and `Generations::finish` deletes
+    /// the uncommitted entries met (`seq >= next_seq`, written after the last checkpoint).
+    pub fn generations(
+        &self,
+        min_gen: Option<i64>,
+        next_seq: u64,
+    ) -> Result<Generations<'_>, StateError> {
+        guarded(&self.path, || self.generations_unguarded(min_gen, next_seq))
+    }
+
+    fn generations_unguarded(
+        &self,
+        min_gen: Option<i64>,
+        next_seq: u64,
+    ) -> Result<Generations<'_>, StateError> {
+        if let Some(m) = min_gen {
+            self.remove_generations_below(m)?;
         }
-        out.generations.retain(|(_, es)| !es.is_empty());
-        Ok(Scan {
-            loaded: out,
-            uncommitted_keys,
-        })
+        Ok(self.reader(None, next_seq))
+    }
+
+    fn reader(&self, min_gen: Option<i64>, next_seq: u64) -> Generations<'_> {
+        Generations {
+            store: self,
+            iter: self.entries.iter().peekable(),
+            min_gen,
+            next_seq,
+            counts: [0; 3],
+            uncommitted_keys: Vec::new(),
+        }
     }
 
     /// Persists a checkpoint: the batch of index changes first (one value per generation), then
@@ -406,6 +489,11 @@ impl Store {
     pub fn size_on_disk(&self) -> u64 {
         self.db.size_on_disk().unwrap_or(0)
     }
+}
+
+/// Threads a restart builds generations on: one per core.
+pub fn restore_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Names the real cause of a failed open. sled reports a held lock as an `Io` error of kind

@@ -109,11 +109,12 @@ fn main() {
         let load_secs = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let mut engine = Engine::new(&cfg.engine()).expect("engine");
-        engine.restore(cp.watermarks, loaded.generations);
+        let threads = simdedup::state::restore_threads();
+        engine.restore(cp.watermarks, loaded.generations, threads);
         let restore_secs = t.elapsed().as_secs_f64();
         println!(
             "entries {n}: synthesize {gen_secs:.1} s, persist {write_secs:.1} s ({:.0} entries/s), sled on disk {:.0} MB; \
-             rebuild: read+decode {load_secs:.1} s + index {restore_secs:.1} s = {:.1} s ({:.0} entries/s); live {} entries, ~{:.0} MB in memory",
+             rebuild: read+decode {load_secs:.1} s + index {restore_secs:.1} s on {threads} threads = {:.1} s ({:.0} entries/s); live {} entries, ~{:.0} MB in memory",
             n as f64 / write_secs,
             disk as f64 / 1e6,
             load_secs + restore_secs,

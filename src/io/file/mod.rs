@@ -204,10 +204,21 @@ pub fn run(
             &cp.window_marks
         };
         let min_gen = crate::engine::min_live_generation(engine.window(), marks);
-        let loaded = s.load(min_gen, cp.next_seq)?;
-        summary.restored_entries = loaded.entries;
+        // Generations are read one at a time and built in parallel while the next is read.
+        let mut gens = s.generations(min_gen, cp.next_seq)?;
+        let mut failed = None;
         engine.restore_window_marks(marks);
-        engine.restore(cp.watermarks.clone(), loaded.generations);
+        engine.restore(
+            cp.watermarks.clone(),
+            gens.by_ref()
+                .map_while(|g| g.map_err(|e| failed = Some(e)).ok()),
+            crate::state::restore_threads(),
+        );
+        if let Some(e) = failed {
+            return Err(e.into());
+        }
+        let loaded = gens.finish()?;
+        summary.restored_entries = loaded.entries;
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(
             entries = summary.restored_entries,

@@ -164,7 +164,7 @@ fn main() {
             disk_bytes as f64 / 1e6
         );
         drop(outcome.engine);
-        let (load_secs, restore_secs, restored, rss) =
+        let (load_secs, restore_secs, restored, rss, threads) =
             persist::restart(&cfg, &dir, run::cold(&args, "spill-restart"));
         let r = persist::Restart {
             committed,
@@ -175,9 +175,10 @@ fn main() {
             restart_secs: load_secs + restore_secs,
             restored,
             rss_after_bytes: rss,
+            threads,
         };
         eprintln!(
-            "restart from sled: open+load {load_secs:.1} s + restore {restore_secs:.1} s = {:.1} s for {restored} entries",
+            "restart from sled: open {load_secs:.1} s + read and rebuild {restore_secs:.1} s = {:.1} s for {restored} entries ({threads} threads)",
             load_secs + restore_secs
         );
         summary["restart"] = serde_json::to_value(&r).expect("json");

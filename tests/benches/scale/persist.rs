@@ -24,9 +24,10 @@ pub struct Restart {
     pub commit_secs: f64,
     /// sled's size on disk after the commit, bytes.
     pub disk_bytes: u64,
-    /// Seconds for open + checkpoint + load (read and decode).
+    /// Seconds to open the store and read its checkpoint.
     pub load_secs: f64,
-    /// Seconds for `Engine::restore` (index rebuild).
+    /// Seconds for `Engine::restore`: reading and decoding generations from sled one at a time
+    /// while earlier ones are rebuilt on `threads` threads.
     pub restore_secs: f64,
     /// load + restore.
     pub restart_secs: f64,
@@ -34,6 +35,8 @@ pub struct Restart {
     pub restored: usize,
     /// RSS after the restore, bytes (includes memory the process kept from before).
     pub rss_after_bytes: u64,
+    /// Threads the rebuild ran on (every core of the machine).
+    pub threads: usize,
 }
 
 /// Commits `engine`'s live window to a new store in `dir`, with `next_seq` as the checkpoint.
@@ -75,22 +78,45 @@ pub fn restart(
     cfg: &Config,
     dir: &Path,
     cold: std::sync::Arc<dyn simdedup::index::cold::ColdFactory>,
-) -> (f64, f64, usize, u64) {
+) -> (f64, f64, usize, u64, usize) {
     let analysis = cfg.analysis_id().expect("analysis id");
+    // A restart runs on every core, as `simdedup dedup --state-dir` does; the run itself is
+    // pinned to one.
+    let threads = use_every_core();
     let t = Instant::now();
     let store = Store::open(dir, &analysis, cfg.state.cache_capacity_bytes).expect("reopen");
     let cp = store.checkpoint().expect("checkpoint").expect("present");
     let mut engine = Engine::with_cold(&cfg.engine(), cold).expect("engine");
     let min_gen = simdedup::engine::min_live_generation(engine.window(), &cp.watermarks);
-    let loaded = store.load(min_gen, cp.next_seq).expect("load");
-    let load_secs = t.elapsed().as_secs_f64();
+    let mut gens = store.generations(min_gen, cp.next_seq).expect("load");
+    let open_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    engine.restore(cp.watermarks, loaded.generations);
+    engine.restore(
+        cp.watermarks,
+        gens.by_ref().map(|g| g.expect("read")),
+        threads,
+    );
+    gens.finish().expect("finish");
     let restore_secs = t.elapsed().as_secs_f64();
     (
-        load_secs,
+        open_secs,
         restore_secs,
         engine.index().len(),
         crate::report::rss_bytes(),
+        threads,
     )
+}
+
+/// Lets this process run on every online core again; returns how many it may use.
+fn use_every_core() -> usize {
+    // SAFETY: `set` is a plain bit set owned by this frame, and sched_setaffinity only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        let cores = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize;
+        for c in 0..cores {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+    simdedup::state::restore_threads()
 }

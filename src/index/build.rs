@@ -1,0 +1,247 @@
+//! Adding entries to a generation, and restoring whole generations at once: a restart builds
+//! several generations in parallel, each on a thread of its own, while the caller reads the next
+//! one from storage.
+
+use std::collections::BTreeSet;
+use std::sync::{mpsc, Mutex};
+
+use super::cold::ColdFactory;
+use super::grams::{self, Gram};
+use super::segment::Segment;
+use super::{Entry, Index, IndexConfig, Scratch, TableLayout};
+use crate::verify::{VerifyConfig, VerifyMode};
+
+/// What indexing an entry needs of the index: its configuration, not its generations, so that
+/// restore threads can share it.
+#[derive(Clone, Copy)]
+pub(super) struct Indexer<'a> {
+    layout: &'a TableLayout,
+    simhash_only: bool,
+    simhash_min_tokens: usize,
+    min_gram_chars: usize,
+    gram_max_chars: usize,
+}
+
+impl<'a> Indexer<'a> {
+    pub(super) fn new(
+        layout: &'a TableLayout,
+        cfg: &IndexConfig,
+        verify: &VerifyConfig,
+        min_gram_chars: usize,
+    ) -> Self {
+        Indexer {
+            layout,
+            simhash_only: verify.mode == VerifyMode::SimhashOnly,
+            simhash_min_tokens: verify.simhash_min_tokens,
+            min_gram_chars,
+            gram_max_chars: cfg.gram_max_chars,
+        }
+    }
+
+    /// Whether an entry with `tokens` distinct tokens goes into the block tables: only posts with
+    /// enough tokens for a stable fingerprint (all of them in `simhash_only` mode).
+    pub(super) fn tabled(&self, tokens: usize) -> bool {
+        self.simhash_only || tokens >= self.simhash_min_tokens
+    }
+
+    /// Whether a text of `chars` characters goes into the bigram index.
+    pub(super) fn gram_indexed(&self, chars: usize) -> bool {
+        !self.simhash_only && chars >= self.min_gram_chars && chars <= self.gram_max_chars
+    }
+
+    /// Stores `entry` in `seg` and indexes it; returns its slot. `merge` lets the postings seal
+    /// their head as it grows (a live generation); without it they wait for `Segment::seal`.
+    pub(super) fn add(
+        &self,
+        seg: &mut Segment,
+        entry: &Entry,
+        grams_buf: &mut Vec<Gram>,
+        merge: bool,
+    ) -> u32 {
+        let slot = seg.store.push(entry);
+        let store = &seg.store;
+        seg.texts
+            .insert(entry.text_hash, slot, |s| store.meta(s).text_hash);
+        if self.tabled(entry.tokens.len()) {
+            for (t, table) in seg.tables.iter_mut().enumerate() {
+                let key = self.layout.key(t, entry.fingerprint);
+                if merge {
+                    table.push(key, slot);
+                } else {
+                    table.push_unsealed(key, slot);
+                }
+            }
+        }
+        if self.gram_indexed(entry.chars.len()) {
+            grams::distinct_bigrams(&entry.chars, grams_buf);
+            for g in grams_buf.iter() {
+                if merge {
+                    seg.grams.push(*g, slot);
+                } else {
+                    seg.grams.push_unsealed(*g, slot);
+                }
+            }
+        }
+        slot
+    }
+
+    /// A sealed generation `gen` holding `entries` in order, its records in a store of `cold`.
+    fn build(
+        &self,
+        cold: &dyn ColdFactory,
+        gen: i64,
+        entries: Vec<Entry>,
+        grams_buf: &mut Vec<Gram>,
+    ) -> Segment {
+        let mut seg = Segment::new(gen, self.layout.tables(), cold.create(gen));
+        for e in &entries {
+            self.add(&mut seg, e, grams_buf, false);
+        }
+        seg.seal();
+        seg
+    }
+}
+
+impl Index {
+    /// Adds whole generations (a restart), each in insertion order, in the form `insert_all`
+    /// gives them. Up to `threads` generations are built at once, each on a thread of its own,
+    /// while `gens` (which runs on the calling thread, reading storage) produces the next; only
+    /// the generations being built are held as entries. A generation the index already holds,
+    /// or one that `gens` yields twice, is added entry by entry afterwards.
+    pub fn insert_generations(
+        &mut self,
+        gens: impl Iterator<Item = (i64, Vec<Entry>)>,
+        threads: usize,
+    ) {
+        let ix = Indexer::new(&self.layout, &self.cfg, &self.verify, self.min_gram_chars);
+        let cold: &dyn ColdFactory = &*self.cold;
+        let have: BTreeSet<i64> = self.segments.iter().map(|s| s.gen).collect();
+        let mut later = Vec::new();
+        let (tx, rx) = mpsc::sync_channel::<(i64, Vec<Entry>)>(0);
+        let rx = Mutex::new(rx);
+        let built: Vec<Segment> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads.max(1))
+                .map(|_| {
+                    let rx = &rx;
+                    s.spawn(move || {
+                        let (mut out, mut grams_buf) = (Vec::new(), Vec::new());
+                        loop {
+                            // A poisoned lock means another builder panicked: its join rethrows.
+                            let job = match rx.lock() {
+                                Ok(r) => r.recv(),
+                                Err(_) => break,
+                            };
+                            let Ok((gen, entries)) = job else { break };
+                            out.push(ix.build(cold, gen, entries, &mut grams_buf));
+                        }
+                        out
+                    })
+                })
+                .collect();
+            let mut sent = BTreeSet::new();
+            for (gen, entries) in gens {
+                if have.contains(&gen) || !sent.insert(gen) {
+                    later.push((gen, entries));
+                } else if let Err(mpsc::SendError(job)) = tx.send((gen, entries)) {
+                    // Every builder stopped (one panicked): keep the entries, the join rethrows.
+                    later.push(job);
+                    break;
+                }
+            }
+            drop(tx);
+            workers
+                .into_iter()
+                .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        for seg in built {
+            let i = self
+                .segments
+                .iter()
+                .position(|s| s.gen > seg.gen)
+                .unwrap_or(self.segments.len());
+            self.segments.insert(i, seg);
+        }
+        let mut scratch = Scratch::default();
+        for (gen, entries) in later {
+            self.insert_all(gen, entries, &mut scratch);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::OrderKey;
+    use crate::types::{EventTime, Fingerprint, PostId};
+
+    fn entries(gen: i64, n: u64) -> Vec<Entry> {
+        const CHARS: [char; 8] = ['天', '地', '人', '和', '风', '雨', '云', '山'];
+        (0..n)
+            .map(|i| {
+                let x = (gen as u64 * 7919 + i).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                let len = 8 + (x % 30) as usize;
+                let text: String = (0..len)
+                    .map(|k| CHARS[((x >> (k % 60)) % 8) as usize])
+                    .collect();
+                Entry {
+                    id: PostId(format!("{gen}-{i}")),
+                    key: OrderKey {
+                        tau: gen * 100 + i as i64,
+                        partition: 0,
+                        seq: gen as u64 * 1000 + i,
+                    },
+                    time: EventTime(gen * 100),
+                    fingerprint: Fingerprint(x),
+                    chars: text.chars().collect(),
+                    text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
+                    tokens: (0..(x % 12) as u32)
+                        .map(|t| t * 31 + (x as u32 % 5))
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    fn fingerprint_of(index: &Index) -> Vec<String> {
+        let shapes = index.shape().into_iter().map(|mut s| {
+            s.buckets.sort_unstable();
+            s.postings.sort_unstable();
+            format!(
+                "{} {} {} {} {} {:?} {:?}",
+                s.gen, s.entries, s.tabled, s.gram_indexed, s.both, s.buckets, s.postings
+            )
+        });
+        let entries = index.entries().map(|(r, e)| format!("{r:?} {e:?}"));
+        shapes.chain(entries).collect()
+    }
+
+    #[test]
+    fn parallel_restore_builds_what_one_by_one_builds() {
+        let gens = [3i64, 4, 6, 9];
+        let mut one = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
+        let mut scratch = Scratch::default();
+        for g in gens {
+            one.insert_all(g, entries(g, 300), &mut scratch);
+        }
+        for threads in [1, 2, 3] {
+            let mut par = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
+            // Out of order, and generation 4 twice: its second half joins the first.
+            let mut four = entries(4, 300);
+            let rest = four.split_off(120);
+            let feed = vec![
+                (9, entries(9, 300)),
+                (4, four),
+                (3, entries(3, 300)),
+                (6, entries(6, 300)),
+                (4, rest),
+            ];
+            par.insert_generations(feed.into_iter(), threads);
+            assert_eq!(
+                fingerprint_of(&par),
+                fingerprint_of(&one),
+                "threads {threads}"
+            );
+        }
+    }
+}
