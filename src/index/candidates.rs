@@ -4,6 +4,9 @@
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 use crate::verify::may_accept_simhash;
 
+/// How many records ahead a scan prefetches (`Store::prefetch`).
+pub(super) const PREFETCH_AHEAD: usize = 8;
+
 impl Index {
     pub(super) fn simhash_candidates(
         &self,
@@ -24,7 +27,12 @@ impl Index {
             }
             scratch.slots.clear();
             bucket.append_to(&mut scratch.slots);
-            for &slot in scratch.slots.iter().rev().take(self.cfg.bucket_scan_cap) {
+            let newest =
+                &scratch.slots[scratch.slots.len().saturating_sub(self.cfg.bucket_scan_cap)..];
+            for (i, &slot) in newest.iter().enumerate().rev() {
+                if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| newest.get(j)) {
+                    seg.store.prefetch(ahead);
+                }
                 if (seg.store.meta(slot).fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
@@ -73,7 +81,11 @@ impl Index {
             }
             scratch.slots.clear();
             list.append_to(&mut scratch.slots);
-            for &slot in scratch.slots.iter().rev().take(budget) {
+            let newest = &scratch.slots[scratch.slots.len().saturating_sub(budget)..];
+            for (i, &slot) in newest.iter().enumerate().rev() {
+                if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| newest.get(j)) {
+                    seg.store.prefetch(ahead);
+                }
                 if self.comparable_lengths(n, seg.store.meta(slot).chars) {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
@@ -113,16 +125,28 @@ impl Index {
         }
         scratch.hits.sort_unstable();
         let n = q.sketch.chars.len();
+        // Only the SimHash rule can accept an entry met fewer than `need` times, and only for a
+        // query with enough tokens.
+        let simhash_possible = q.sketch.tokens.len() >= self.verify.simhash_min_tokens;
+        // The runs worth a look first (low bit: met `need` times), then their records, read
+        // with a prefetch a few runs ahead: each record is a cache miss of its own.
+        scratch.runs.clear();
         // Each list holds a slot at most once, so a run's length is the slot's count.
         for run in scratch.hits.chunk_by(|a, b| a >> 1 == b >> 1) {
             let in_prefix = run.iter().any(|h| h & 1 == 1);
-            if !in_prefix {
-                continue;
+            let full = run.len() >= need;
+            if in_prefix && (full || simhash_possible) {
+                scratch.runs.push((run[0] >> 1) << 1 | u64::from(full));
             }
-            let slot = (run[0] >> 1) as u32;
+        }
+        for (i, &r) in scratch.runs.iter().enumerate() {
+            if let Some(&ahead) = scratch.runs.get(i + PREFETCH_AHEAD) {
+                seg.store.prefetch((ahead >> 1) as u32);
+            }
+            let slot = (r >> 1) as u32;
             let meta = seg.store.meta(slot);
             if self.comparable_lengths(n, meta.chars)
-                && (run.len() >= need
+                && (r & 1 == 1
                     || may_accept_simhash(&q.sketch, q_tokens, &meta.gates(), &self.verify))
             {
                 scratch.cands.push(EntryRef { gen: seg.gen, slot });

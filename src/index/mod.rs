@@ -22,6 +22,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use build::Indexer;
+use candidates::PREFETCH_AHEAD;
 use cold::ColdFactory;
 pub use entry::{Entry, OrderKey};
 use grams::Gram;
@@ -148,6 +149,8 @@ pub struct Scratch {
     /// Slots met on the counted bigram path, shifted left by one over a flag bit (see
     /// `Index::counted_gram_candidates`).
     hits: Vec<u64>,
+    /// Slots of the counted path's runs worth a look, shifted left over a "met `need` times" bit.
+    runs: Vec<u64>,
     grams: Vec<Gram>,
     /// One posting list, decoded.
     slots: Vec<u32>,
@@ -418,6 +421,9 @@ impl Index {
                 seg = self.segment(r.gen);
             }
             let Some(s) = seg else { continue };
+            if let Some(ahead) = cands.get(i + PREFETCH_AHEAD).filter(|a| a.gen == s.gen) {
+                s.store.prefetch(ahead.slot);
+            }
             if !s.has_slot(r.slot) {
                 continue;
             }
