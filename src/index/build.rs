@@ -7,6 +7,7 @@ use std::sync::{mpsc, Mutex};
 
 use super::cold::ColdFactory;
 use super::grams::{self, Gram};
+use super::postings::Postings;
 use super::segment::Segment;
 use super::{Entry, Index, IndexConfig, Scratch, TableLayout};
 use crate::verify::{VerifyConfig, VerifyMode};
@@ -86,17 +87,34 @@ impl<'a> Indexer<'a> {
     }
 
     /// A sealed generation `gen` holding `entries` in order, its records in a store of `cold`.
-    fn build(
-        &self,
-        cold: &dyn ColdFactory,
-        gen: i64,
-        entries: Vec<Entry>,
-        grams_buf: &mut Vec<Gram>,
-    ) -> Segment {
+    /// The block tables and bigram postings are built in one go (`Postings::build`), as
+    /// pushing every entry and sealing would leave them.
+    fn build(&self, cold: &dyn ColdFactory, gen: i64, entries: Vec<Entry>) -> Segment {
         let mut seg = Segment::new(gen, self.layout.tables(), cold.create(gen));
         for e in &entries {
-            self.add(&mut seg, e, grams_buf, false);
+            let slot = seg.store.push(e);
+            let store = &seg.store;
+            seg.texts
+                .insert(e.text_hash, slot, |s| store.meta(s).text_hash);
         }
+        let n = entries.len() as u32;
+        for (t, table) in seg.tables.iter_mut().enumerate() {
+            *table = Postings::build(n, |slot, out| {
+                out.clear();
+                let e = &entries[slot as usize];
+                if self.tabled(e.tokens.len()) {
+                    out.push(self.layout.key(t, e.fingerprint));
+                }
+            });
+        }
+        seg.grams = Postings::build(n, |slot, out| {
+            let e = &entries[slot as usize];
+            if self.gram_indexed(e.chars.len()) {
+                grams::distinct_bigrams(&e.chars, out);
+            } else {
+                out.clear();
+            }
+        });
         seg.seal();
         seg
     }
@@ -124,7 +142,7 @@ impl Index {
                 .map(|_| {
                     let rx = &rx;
                     s.spawn(move || {
-                        let (mut out, mut grams_buf) = (Vec::new(), Vec::new());
+                        let mut out = Vec::new();
                         loop {
                             // A poisoned lock means another builder panicked: its join rethrows.
                             let job = match rx.lock() {
@@ -132,7 +150,7 @@ impl Index {
                                 Err(_) => break,
                             };
                             let Ok((gen, entries)) = job else { break };
-                            out.push(ix.build(cold, gen, entries, &mut grams_buf));
+                            out.push(ix.build(cold, gen, entries));
                         }
                         out
                     })

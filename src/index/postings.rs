@@ -131,6 +131,67 @@ impl<K: Copy + Eq + Hash> Postings<K> {
         }
     }
 
+    /// A sealed multimap built in one go (a restart): `keys(slot, out)` writes the distinct keys
+    /// of each slot `0..slots` to `out` (cleared first), the same each time it is asked. Two
+    /// passes, one counting per key and one placing every slot in a flat array at its key's
+    /// offset, then each key's slots are encoded as gaps: no vector per key and no reallocation.
+    pub fn build(slots: u32, mut keys: impl FnMut(u32, &mut Vec<K>)) -> Postings<K> {
+        let mut buf = Vec::new();
+        // Per key: (write position, then start in the run; slots).
+        let mut map: FxHashMap<K, (u32, u32)> = FxHashMap::default();
+        let mut total = 0usize;
+        for s in 0..slots {
+            keys(s, &mut buf);
+            for k in &buf {
+                map.entry(*k).or_insert((0, 0)).1 += 1;
+            }
+            total += buf.len();
+        }
+        if total == 0 || 5 * total > u32::MAX as usize {
+            // Nothing to hold, or a run past 32-bit offsets: the head holds it all.
+            let mut p = Postings::default();
+            for s in 0..slots {
+                keys(s, &mut buf);
+                buf.iter().for_each(|k| p.push_unsealed(*k, s));
+            }
+            return p;
+        }
+        let mut next = 0u32;
+        for v in map.values_mut() {
+            v.0 = next;
+            next += v.1;
+        }
+        let mut flat = vec![0u32; total];
+        for s in 0..slots {
+            keys(s, &mut buf);
+            for k in &buf {
+                if let Some(v) = map.get_mut(k) {
+                    flat[v.0 as usize] = s;
+                    v.0 += 1;
+                }
+            }
+        }
+        let mut run = Vec::with_capacity(2 * total);
+        for v in map.values_mut() {
+            let (end, n) = (v.0 as usize, v.1);
+            let start = run.len() as u32;
+            let mut prev = 0;
+            for &slot in &flat[end - n as usize..end] {
+                put_varint(&mut run, slot - prev);
+                prev = slot;
+            }
+            *v = (start, n);
+        }
+        run.shrink_to_fit();
+        Postings {
+            run_keys: map,
+            run,
+            run_len: total,
+            head: FxHashMap::default(),
+            head_len: 0,
+        }
+    }
+
     /// Adds `slot` under `key` without merging, for a bulk load that seals once at the end.
     #[inline]
     pub fn push_unsealed(&mut self, key: K, slot: u32) {
@@ -276,6 +337,24 @@ mod tests {
             }
             prop_assert!(p.get(&99).is_empty());
             prop_assert_eq!(p.iter().count(), want.len());
+        }
+
+        // A multimap built in one go holds what pushing every slot's keys in order holds.
+        #[test]
+        fn a_built_multimap_equals_a_pushed_one(slots in proptest::collection::vec(proptest::collection::btree_set(0u64..40, 0..6), 0..3000)) {
+            let built = Postings::build(slots.len() as u32, |s, out: &mut Vec<u64>| {
+                out.clear();
+                out.extend(slots[s as usize].iter().copied());
+            });
+            let mut pushed = Postings::default();
+            for (s, keys) in slots.iter().enumerate() {
+                keys.iter().for_each(|k| pushed.push(*k, s as u32));
+            }
+            prop_assert_eq!(built.postings(), pushed.postings());
+            prop_assert_eq!(built.keys(), pushed.keys());
+            for k in 0..41u64 {
+                prop_assert_eq!(built.get(&k).iter().collect::<Vec<_>>(), pushed.get(&k).iter().collect::<Vec<_>>());
+            }
         }
     }
 }
