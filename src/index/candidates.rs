@@ -7,6 +7,22 @@ use crate::verify::may_accept_simhash;
 /// How many records ahead a scan prefetches (`Store::prefetch`).
 pub(super) const PREFETCH_AHEAD: usize = 8;
 
+/// The newest `cap` of `slots` (a decoded list, oldest first), newest first, each record
+/// prefetched `PREFETCH_AHEAD` slots before it is read.
+fn newest_first<'a>(
+    seg: &'a Segment,
+    slots: &'a [u32],
+    cap: usize,
+) -> impl Iterator<Item = u32> + 'a {
+    let newest = &slots[slots.len().saturating_sub(cap)..];
+    newest.iter().enumerate().rev().map(move |(i, &slot)| {
+        if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| newest.get(j)) {
+            seg.store.prefetch(ahead);
+        }
+        slot
+    })
+}
+
 impl Index {
     pub(super) fn simhash_candidates(
         &self,
@@ -27,12 +43,7 @@ impl Index {
             }
             scratch.slots.clear();
             bucket.append_to(&mut scratch.slots);
-            let newest =
-                &scratch.slots[scratch.slots.len().saturating_sub(self.cfg.bucket_scan_cap)..];
-            for (i, &slot) in newest.iter().enumerate().rev() {
-                if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| newest.get(j)) {
-                    seg.store.prefetch(ahead);
-                }
+            for slot in newest_first(seg, &scratch.slots, self.cfg.bucket_scan_cap) {
                 if (seg.store.meta(slot).fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
@@ -81,11 +92,7 @@ impl Index {
             }
             scratch.slots.clear();
             list.append_to(&mut scratch.slots);
-            let newest = &scratch.slots[scratch.slots.len().saturating_sub(budget)..];
-            for (i, &slot) in newest.iter().enumerate().rev() {
-                if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| newest.get(j)) {
-                    seg.store.prefetch(ahead);
-                }
+            for slot in newest_first(seg, &scratch.slots, budget) {
                 if self.comparable_lengths(n, seg.store.meta(slot).chars) {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }

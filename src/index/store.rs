@@ -19,10 +19,8 @@ pub struct Meta {
     pub text_hash: u64,
     /// Where the entry's cold record is: offset (high 38 bits) and length (low 26 bits).
     loc: u64,
-    /// `verify::char_bits` of the normalized text.
-    pub char_bits: u64,
-    /// `verify::token_bits` of its tokens.
-    pub token_bits: u64,
+    /// `verify::char_bits` of the normalized text and `verify::token_bits` of its tokens.
+    pub bits: Bits,
     /// Normalized text length in characters.
     pub chars: u32,
     /// Distinct tokens.
@@ -37,10 +35,7 @@ impl Meta {
             tokens: self.tokens as usize,
             fingerprint: Fingerprint(self.fingerprint),
             text_hash: self.text_hash,
-            bits: Bits {
-                chars: self.char_bits,
-                tokens: self.token_bits,
-            },
+            bits: self.bits,
         }
     }
 
@@ -234,8 +229,10 @@ impl Store {
             fingerprint: e.fingerprint.0,
             text_hash: e.text_hash,
             loc: (offset << LEN_BITS) | b.len() as u64,
-            char_bits: char_bits(&e.chars),
-            token_bits: token_bits(&e.tokens),
+            bits: Bits {
+                chars: char_bits(&e.chars),
+                tokens: token_bits(&e.tokens),
+            },
             chars: e.chars.len() as u32,
             tokens: e.tokens.len() as u32,
         });
