@@ -2,7 +2,6 @@
 //! bigram posting lists (prefix and count filtering, see `grams`).
 
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
-use crate::verify::may_accept_simhash;
 
 /// How many records ahead a scan prefetches (`Store::prefetch`).
 pub(super) const PREFETCH_AHEAD: usize = 8;
@@ -55,7 +54,6 @@ impl Index {
         &self,
         seg: &Segment,
         q: &Query<'_>,
-        q_tokens: u64,
         scratch: &mut Scratch,
         stats: &mut QueryStats,
     ) {
@@ -78,7 +76,7 @@ impl Index {
         scratch.lists.sort_unstable_by_key(|&(i, len)| (len, i));
         let need = grams::count_threshold(&scratch.lists, missing, self.cfg.posting_scan_cap);
         if need > 1 {
-            self.counted_gram_candidates(seg, q, q_tokens, missing + need, need, scratch);
+            self.counted_gram_candidates(seg, q, missing + need, need, scratch);
             return;
         }
         let mut budget = self.cfg.posting_scan_cap;
@@ -106,16 +104,15 @@ impl Index {
 
     /// Count filtering: scans the `probes` rarest lists of `scratch.lists` in full (their total
     /// fits `posting_scan_cap`, see `grams::count_threshold`) and keeps an entry only if it
-    /// occurs in at least `need` of them, since a match lacks at most `probes - need` of the
-    /// query's grams. The bound is the char rules'; an entry that only the SimHash rule could
-    /// accept is kept as the plain prefix filter would keep it: when it is in one of the first
-    /// `probes - need + 1` lists. So the candidates are a subset of the plain prefix filter's.
-    /// (`q_tokens` is `verify::token_bits` of the query's tokens.)
+    /// occurs in at least `need` of them, since a match under the char rules lacks at most
+    /// `probes - need` of the query's grams, and in one of the first `probes - need + 1` (the
+    /// plain prefix filter's lists), so the candidates are a subset of the plain prefix
+    /// filter's. The bigram path answers for the char rules only: the SimHash rule's candidates
+    /// come from the block tables.
     fn counted_gram_candidates(
         &self,
         seg: &Segment,
         q: &Query<'_>,
-        q_tokens: u64,
         probes: usize,
         need: usize,
         scratch: &mut Scratch,
@@ -131,31 +128,22 @@ impl Index {
                 .extend(list.iter().map(|slot| (u64::from(slot) << 1) | in_prefix));
         }
         scratch.hits.sort_unstable();
-        let n = q.sketch.chars.len();
-        // Only the SimHash rule can accept an entry met fewer than `need` times, and only for a
-        // query with enough tokens.
-        let simhash_possible = q.sketch.tokens.len() >= self.verify.simhash_min_tokens;
-        // The runs worth a look first (low bit: met `need` times), then their records, read
-        // with a prefetch a few runs ahead: each record is a cache miss of its own.
+        // The slots worth a look first, then their records, read with a prefetch a few slots
+        // ahead: each record is a cache miss of its own.
         scratch.runs.clear();
         // Each list holds a slot at most once, so a run's length is the slot's count.
         for run in scratch.hits.chunk_by(|a, b| a >> 1 == b >> 1) {
-            let in_prefix = run.iter().any(|h| h & 1 == 1);
-            let full = run.len() >= need;
-            if in_prefix && (full || simhash_possible) {
-                scratch.runs.push((run[0] >> 1) << 1 | u64::from(full));
+            if run.len() >= need && run.iter().any(|h| h & 1 == 1) {
+                scratch.runs.push(run[0] >> 1);
             }
         }
-        for (i, &r) in scratch.runs.iter().enumerate() {
+        let n = q.sketch.chars.len();
+        for (i, &slot) in scratch.runs.iter().enumerate() {
             if let Some(&ahead) = scratch.runs.get(i + PREFETCH_AHEAD) {
-                seg.store.prefetch((ahead >> 1) as u32);
+                seg.store.prefetch(ahead as u32);
             }
-            let slot = (r >> 1) as u32;
-            let meta = seg.store.meta(slot);
-            if self.comparable_lengths(n, meta.chars)
-                && (r & 1 == 1
-                    || may_accept_simhash(&q.sketch, q_tokens, &meta.gates(), &self.verify))
-            {
+            let slot = slot as u32;
+            if self.comparable_lengths(n, seg.store.meta(slot).chars) {
                 scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }
         }

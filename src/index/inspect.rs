@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::grams::Gram;
 use super::{Entry, EntryRef, Index, IndexConfig, Query, QueryStats, Scratch};
-use crate::verify::{token_bits, VerifyConfig};
+use crate::verify::VerifyConfig;
 
 /// Which candidate sources surface an entry for a query (for `inspect` and `explain`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -120,13 +120,7 @@ impl Index {
             for r in scratch.cands.drain(..) {
                 found.entry(r).or_default().simhash = true;
             }
-            self.gram_candidates(
-                seg,
-                q,
-                token_bits(q.sketch.tokens),
-                &mut scratch,
-                &mut stats,
-            );
+            self.gram_candidates(seg, q, &mut scratch, &mut stats);
             for r in scratch.cands.drain(..) {
                 found.entry(r).or_default().gram = true;
             }

@@ -149,7 +149,7 @@ pub struct Scratch {
     /// Slots met on the counted bigram path, shifted left by one over a flag bit (see
     /// `Index::counted_gram_candidates`).
     hits: Vec<u64>,
-    /// Slots of the counted path's runs worth a look, shifted left over a "met `need` times" bit.
+    /// Slots the counted bigram path met often enough.
     runs: Vec<u64>,
     grams: Vec<Gram>,
     /// One posting list, decoded.
@@ -406,7 +406,7 @@ impl Index {
             .take_while(|s| s.gen >= q.min_gen)
         {
             self.simhash_candidates(seg, q, scratch, stats);
-            self.gram_candidates(seg, q, q_bits.tokens, scratch, stats);
+            self.gram_candidates(seg, q, scratch, stats);
         }
         let mut best: Option<(EntryRef, Match)> = None;
         let mut cands = std::mem::take(&mut scratch.cands);
