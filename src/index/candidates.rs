@@ -1,10 +1,21 @@
 //! The two similarity candidate sources of one generation: SimHash block-table buckets and the
 //! bigram posting lists (prefix and count filtering, see `grams`).
 
+use super::postings::List;
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 
 /// How many records ahead a scan prefetches (`Store::prefetch`).
 pub(super) const PREFETCH_AHEAD: usize = 8;
+
+/// The flag bit of a slot's counter on the counted bigram path.
+const IN_PREFIX: u8 = 0x80;
+
+/// An emptied `v` with its allocation kept, for lists borrowed from another segment (the
+/// in-place `collect` of an empty vector into one of a type with the same layout).
+fn recycle<'b>(mut v: Vec<List<'_>>) -> Vec<List<'b>> {
+    v.clear();
+    v.into_iter().map(|_| List::default()).collect()
+}
 
 /// The newest `cap` of `slots` (a decoded list, oldest first), newest first, each record
 /// prefetched `PREFETCH_AHEAD` slots before it is read.
@@ -66,17 +77,20 @@ impl Index {
             return;
         }
         let missing = grams::max_missing_grams(n, &self.verify);
+        // One lookup per gram: its list is kept for the scan, by the gram's position.
+        let mut found = recycle(std::mem::take(&mut scratch.found));
+        found.extend(q.grams.iter().map(|g| seg.grams.get(g)));
         scratch.lists.clear();
-        for (i, g) in q.grams.iter().enumerate() {
-            let len = seg.grams.get(g).len() as u32;
-            scratch.lists.push((i, len));
-        }
+        scratch
+            .lists
+            .extend(found.iter().enumerate().map(|(i, l)| (i, l.len() as u32)));
         // Any `missing + 1` distinct grams are complete (see grams::max_missing_grams): take the
         // rarest in this generation to keep the scan short.
         scratch.lists.sort_unstable_by_key(|&(i, len)| (len, i));
         let need = grams::count_threshold(&scratch.lists, missing, self.cfg.posting_scan_cap);
         if need > 1 {
-            self.counted_gram_candidates(seg, q, missing + need, need, scratch);
+            self.counted_gram_candidates(seg, q, &found, missing + need, need, scratch);
+            scratch.found = recycle(found);
             return;
         }
         let mut budget = self.cfg.posting_scan_cap;
@@ -84,7 +98,7 @@ impl Index {
             if len == 0 {
                 continue;
             }
-            let list = seg.grams.get(&q.grams[i]);
+            let list = found[i];
             if list.len() > budget {
                 stats.posting_scans_capped += 1;
             }
@@ -100,6 +114,7 @@ impl Index {
                 break;
             }
         }
+        scratch.found = recycle(found);
     }
 
     /// Count filtering: scans the `probes` rarest lists of `scratch.lists` in full (their total
@@ -108,41 +123,54 @@ impl Index {
     /// `probes - need` of the query's grams, and in one of the first `probes - need + 1` (the
     /// plain prefix filter's lists), so the candidates are a subset of the plain prefix
     /// filter's. The bigram path answers for the char rules only: the SimHash rule's candidates
-    /// come from the block tables.
+    /// come from the block tables. `found` holds each query gram's list.
+    ///
+    /// Counts go to a per-slot counter array (`scratch.counts`, zero between calls): one
+    /// increment per posting instead of a sort of all of them.
     fn counted_gram_candidates(
         &self,
         seg: &Segment,
         q: &Query<'_>,
+        found: &[List<'_>],
         probes: usize,
         need: usize,
         scratch: &mut Scratch,
     ) {
         let prefix = probes - need + 1;
-        scratch.hits.clear();
+        let counts = &mut scratch.counts;
+        if counts.len() < seg.store.len() {
+            counts.resize(seg.store.len(), 0);
+        }
+        scratch.touched.clear();
         for (k, &(i, _)) in scratch.lists.iter().take(probes).enumerate() {
-            let list = seg.grams.get(&q.grams[i]);
-            // Low bit: seen in the plain prefix filter's lists.
-            let in_prefix = u64::from(k < prefix);
-            scratch
-                .hits
-                .extend(list.iter().map(|slot| (u64::from(slot) << 1) | in_prefix));
-        }
-        scratch.hits.sort_unstable();
-        // The slots worth a look first, then their records, read with a prefetch a few slots
-        // ahead: each record is a cache miss of its own.
-        scratch.runs.clear();
-        // Each list holds a slot at most once, so a run's length is the slot's count.
-        for run in scratch.hits.chunk_by(|a, b| a >> 1 == b >> 1) {
-            if run.len() >= need && run.iter().any(|h| h & 1 == 1) {
-                scratch.runs.push(run[0] >> 1);
+            // High bit: seen in the plain prefix filter's lists; the low bits count (up to 127,
+            // more than `need` ever is).
+            let in_prefix = if k < prefix { IN_PREFIX } else { 0 };
+            for slot in found[i].iter() {
+                let c = &mut counts[slot as usize];
+                if *c == 0 {
+                    scratch.touched.push(slot);
+                }
+                *c = (*c & IN_PREFIX | in_prefix) | ((*c & !IN_PREFIX) + 1).min(!IN_PREFIX);
             }
         }
+        // The slots worth a look first (and every counter back to zero), then their records,
+        // read with a prefetch a few slots ahead: each record is a cache miss of its own.
+        let mut kept = 0;
+        for i in 0..scratch.touched.len() {
+            let slot = scratch.touched[i];
+            let c = std::mem::take(&mut counts[slot as usize]);
+            if c & IN_PREFIX != 0 && usize::from(c & !IN_PREFIX) >= need {
+                scratch.touched[kept] = slot;
+                kept += 1;
+            }
+        }
+        scratch.touched.truncate(kept);
         let n = q.sketch.chars.len();
-        for (i, &slot) in scratch.runs.iter().enumerate() {
-            if let Some(&ahead) = scratch.runs.get(i + PREFETCH_AHEAD) {
-                seg.store.prefetch(ahead as u32);
+        for (i, &slot) in scratch.touched.iter().enumerate() {
+            if let Some(&ahead) = scratch.touched.get(i + PREFETCH_AHEAD) {
+                seg.store.prefetch(ahead);
             }
-            let slot = slot as u32;
             if self.comparable_lengths(n, seg.store.meta(slot).chars) {
                 scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }

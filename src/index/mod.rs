@@ -146,11 +146,14 @@ pub struct Query<'a> {
 pub struct Scratch {
     cands: Vec<EntryRef>,
     lists: Vec<(usize, u32)>,
-    /// Slots met on the counted bigram path, shifted left by one over a flag bit (see
+    /// Each query gram's posting list in the segment being searched (kept empty between
+    /// searches).
+    found: Vec<postings::List<'static>>,
+    /// Per-slot counters of the counted bigram path, all zero between searches (see
     /// `Index::counted_gram_candidates`).
-    hits: Vec<u64>,
-    /// Slots the counted bigram path met often enough.
-    runs: Vec<u64>,
+    counts: Vec<u8>,
+    /// The slots the counted bigram path met, then those met often enough.
+    touched: Vec<u32>,
     grams: Vec<Gram>,
     /// One posting list, decoded.
     slots: Vec<u32>,
@@ -476,3 +479,6 @@ impl Index {
         best
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,113 @@
+//! The candidate search against a scan of every live entry.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::types::{EventTime, Fingerprint};
+use crate::verify::{verify, Method};
+
+/// An entry with no tokens (so only the char rules can accept it) and a fingerprint far from
+/// every other (so the block tables add nothing).
+fn entry(n: u64, text: &str) -> Entry {
+    let s: String = text.into();
+    Entry {
+        id: PostId(format!("e{n}")),
+        key: OrderKey {
+            tau: n as i64,
+            partition: 0,
+            seq: n,
+        },
+        time: EventTime(n as i64),
+        fingerprint: Fingerprint(n.wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+        chars: s.chars().collect(),
+        text_hash: xxhash_rust::xxh3::xxh3_64(s.as_bytes()),
+        tokens: Box::new([]),
+    }
+}
+
+/// The best match among `entries` by `verify` alone, with `find`'s tie-break (newest
+/// generation, then the older slot).
+fn scan(entries: &[(i64, u32, Entry)], q: &Entry) -> Option<(EntryRef, Method, f32)> {
+    let cfg = VerifyConfig::default();
+    let mut best: Option<(EntryRef, Method, f32)> = None;
+    let mut order: Vec<_> = entries.iter().collect();
+    order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    for (gen, slot, e) in order {
+        if let Some(m) = verify(&q.sketch(), &e.sketch(), &cfg) {
+            if best.as_ref().is_none_or(|b| m.score > b.2) {
+                best = Some((
+                    EntryRef {
+                        gen: *gen,
+                        slot: *slot,
+                    },
+                    m.method,
+                    m.score,
+                ));
+            }
+        }
+    }
+    best
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    // Texts from a few shared clauses, so that many are near-duplicates of one another and
+    // posting lists are long enough for count filtering: whichever path the bigram search takes
+    // (plain prefix or counted), `find` returns the match a scan of every entry finds.
+    #[test]
+    fn find_returns_what_a_scan_of_every_entry_finds(
+        texts in proptest::collection::vec(proptest::collection::vec(0usize..12, 1..5), 40..160),
+        edits in proptest::collection::vec((0usize..40, "[天地人和]"), 0..160),
+        gens in proptest::collection::vec(0i64..3, 160),
+        seal in any::<bool>(),
+    ) {
+        const CLAUSES: [&str; 12] = [
+            "今天天气很好", "我们去公园散步", "明天可能下雨", "记得带伞", "新闻说", "北京的交通",
+            "越来越堵了", "周末一起吃饭吧", "这家店的面条", "非常好吃", "排队的人很多", "值得一试",
+        ];
+        let mut idx = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
+        let mut scratch = Scratch::default();
+        let mut stored: Vec<(i64, u32, Entry)> = Vec::new();
+        let mut sorted_gens = gens.clone();
+        sorted_gens.truncate(texts.len());
+        sorted_gens.sort_unstable();
+        for (n, (parts, gen)) in texts.iter().zip(&sorted_gens).enumerate() {
+            let mut text: String = parts.iter().map(|&p| CLAUSES[p]).collect();
+            if let Some((at, c)) = edits.get(n) {
+                let mut chars: Vec<char> = text.chars().collect();
+                let at = at % chars.len();
+                chars[at] = c.chars().next().unwrap();
+                text = chars.into_iter().collect();
+            }
+            let e = entry(n as u64, &text);
+            let grams_of = |e: &Entry| {
+                let mut g = Vec::new();
+                grams::distinct_bigrams(&e.chars, &mut g);
+                g
+            };
+            let g = grams_of(&e);
+            let q = Query {
+                id: &e.id,
+                before: e.key,
+                tick_secs: 0,
+                min_gen: 0,
+                sketch: e.sketch(),
+                grams: &g,
+            };
+            let want = scan(&stored, &e);
+            let mut stats = QueryStats::default();
+            let got = idx
+                .find(&q, &mut scratch, &mut stats)
+                .map(|(r, m)| (r, m.method, m.score));
+            prop_assert_eq!(got, want, "post {} {:?}", n, text);
+            if got.is_none() {
+                let r = idx.insert(*gen, e.clone(), &mut scratch);
+                stored.push((r.gen, r.slot, e));
+            }
+            if seal && n % 37 == 0 {
+                idx.segments.iter_mut().for_each(Segment::seal);
+            }
+        }
+    }
+}
