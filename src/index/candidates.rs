@@ -79,7 +79,18 @@ impl Index {
         let missing = grams::max_missing_grams(n, &self.verify);
         // One lookup per gram: its list is kept for the scan, by the gram's position.
         let mut found = recycle(std::mem::take(&mut scratch.found));
-        found.extend(q.grams.iter().map(|g| seg.grams.get(g)));
+        // A match lacks at most `missing` of the query's grams: once more than that are absent
+        // from the whole generation (a small one, usually), no entry of it can match.
+        let mut absent = 0;
+        for g in q.grams {
+            let list = seg.grams.get(g);
+            absent += usize::from(list.is_empty());
+            if absent > missing {
+                scratch.found = recycle(found);
+                return;
+            }
+            found.push(list);
+        }
         scratch.lists.clear();
         scratch
             .lists

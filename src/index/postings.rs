@@ -6,17 +6,24 @@
 //! A generation that still receives posts is sealed whenever its head grows to half its run, so
 //! merging costs O(1) amortized per posting.
 
-use std::hash::Hash;
+use std::hash::{BuildHasher, Hash};
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxBuildHasher, FxHashMap};
 
 /// Head size below which an insert never triggers a merge (a lookup then costs one map probe
 /// instead of two in small generations).
 const MIN_SEAL: usize = 1 << 16;
 
+/// Words of `Postings::filter`: 4096 bits.
+const FILTER_WORDS: usize = 64;
+
 /// Slots by key: a sealed run and a mutable head (newer slots).
 #[derive(Debug)]
 pub struct Postings<K> {
+    /// One bit per key hash (a one-hash Bloom filter over every key held): a lookup of a key
+    /// whose bit is clear skips the maps. It pays in small generations, where most keys asked
+    /// for are absent; in large ones it is full and costs one load.
+    filter: Box<[u64; FILTER_WORDS]>,
     /// Per key: start of its varints in `run`, and how many slots.
     run_keys: FxHashMap<K, (u32, u32)>,
     run: Vec<u8>,
@@ -28,6 +35,7 @@ pub struct Postings<K> {
 impl<K> Default for Postings<K> {
     fn default() -> Self {
         Postings {
+            filter: Box::new([0; FILTER_WORDS]),
             run_keys: FxHashMap::default(),
             run: Vec::new(),
             run_len: 0,
@@ -121,6 +129,15 @@ fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     out.push(v as u8);
 }
 
+/// The word and bit of `key` in `Postings::filter`.
+#[inline]
+fn filter_bit<K: Hash>(key: &K) -> (usize, u64) {
+    let h = FxBuildHasher.hash_one(key);
+    // The top bits: the maps index by the low ones.
+    let b = (h >> 52) as usize;
+    (b >> 6, 1 << (b & 63))
+}
+
 impl<K: Copy + Eq + Hash> Postings<K> {
     /// Adds `slot` under `key`. Slots must be added in increasing order.
     #[inline]
@@ -183,7 +200,13 @@ impl<K: Copy + Eq + Hash> Postings<K> {
             *v = (start, n);
         }
         run.shrink_to_fit();
+        let mut filter = Box::new([0; FILTER_WORDS]);
+        for k in map.keys() {
+            let (w, b) = filter_bit(k);
+            filter[w] |= b;
+        }
         Postings {
+            filter,
             run_keys: map,
             run,
             run_len: total,
@@ -195,6 +218,8 @@ impl<K: Copy + Eq + Hash> Postings<K> {
     /// Adds `slot` under `key` without merging, for a bulk load that seals once at the end.
     #[inline]
     pub fn push_unsealed(&mut self, key: K, slot: u32) {
+        let (w, b) = filter_bit(&key);
+        self.filter[w] |= b;
         self.head.entry(key).or_default().push(slot);
         self.head_len += 1;
     }
@@ -202,6 +227,10 @@ impl<K: Copy + Eq + Hash> Postings<K> {
     /// The slots of `key`.
     #[inline]
     pub fn get(&self, key: &K) -> List<'_> {
+        let (w, b) = filter_bit(key);
+        if self.filter[w] & b == 0 {
+            return List::default();
+        }
         let (sealed, sealed_len) = match self.run_len {
             0 => (&[][..], 0),
             _ => self
@@ -257,7 +286,8 @@ impl<K: Copy + Eq + Hash> Postings<K> {
     pub fn approx_bytes(&self) -> usize {
         let map_entry = std::mem::size_of::<(K, (u32, u32))>() + 1;
         let head_entry = std::mem::size_of::<(K, Vec<u32>)>() + 1 + 16;
-        self.run.capacity()
+        FILTER_WORDS * 8
+            + self.run.capacity()
             + self.run_keys.capacity() * map_entry
             + self.head.capacity() * head_entry
             + self.head_len * 4
