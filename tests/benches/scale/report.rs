@@ -120,6 +120,73 @@ pub fn peak_rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// Classes of normalized text length (characters) of the per-length breakdown, by largest
+/// member: shorter than the bigram path's 11, its short posts, and longer ones by octave.
+const LENGTH_CLASSES: [(&str, usize); 6] = [
+    ("<11", 10),
+    ("11-19", 19),
+    ("20-39", 39),
+    ("40-79", 79),
+    ("80-159", 159),
+    ("160+", usize::MAX),
+];
+
+/// Posts, engine time and candidates by normalized text length, over an interval.
+#[derive(Clone, Default)]
+pub struct ByLength {
+    posts: [u64; LENGTH_CLASSES.len()],
+    ns: [u64; LENGTH_CLASSES.len()],
+    candidates: [u64; LENGTH_CLASSES.len()],
+}
+
+impl ByLength {
+    /// One post of `chars` normalized characters that took `ns` and verified `candidates`.
+    pub fn observe(&mut self, chars: usize, ns: u64, candidates: u64) {
+        let c = LENGTH_CLASSES
+            .iter()
+            .position(|&(_, max)| chars <= max)
+            .unwrap_or(LENGTH_CLASSES.len() - 1);
+        self.posts[c] += 1;
+        self.ns[c] += ns;
+        self.candidates[c] += candidates;
+    }
+
+    /// The rows of the report.
+    pub fn rows(&self) -> Vec<LengthRow> {
+        let posts = self.posts.iter().sum::<u64>().max(1) as f64;
+        let ns = self.ns.iter().sum::<u64>().max(1) as f64;
+        LENGTH_CLASSES
+            .iter()
+            .enumerate()
+            .map(|(c, &(chars, _))| {
+                let n = self.posts[c].max(1) as f64;
+                LengthRow {
+                    chars,
+                    share_of_posts: self.posts[c] as f64 / posts,
+                    share_of_time: self.ns[c] as f64 / ns,
+                    us_per_post: self.ns[c] as f64 / n / 1e3,
+                    verified_per_post: self.candidates[c] as f64 / n,
+                }
+            })
+            .collect()
+    }
+}
+
+/// One length class of a checkpoint.
+#[derive(Clone, Debug, Serialize)]
+pub struct LengthRow {
+    /// The class, in normalized characters.
+    pub chars: &'static str,
+    /// Its share of the interval's posts.
+    pub share_of_posts: f64,
+    /// Its share of their analysis + decide time.
+    pub share_of_time: f64,
+    /// Mean analysis + decide time per post, us.
+    pub us_per_post: f64,
+    /// Candidates verified per post.
+    pub verified_per_post: f64,
+}
+
 /// One checkpoint line of the report; rates and per-post figures cover the interval since the
 /// previous checkpoint.
 #[derive(Clone, Debug, Serialize)]
@@ -173,6 +240,8 @@ pub struct Checkpoint {
     pub index_estimate_per_entry: f64,
     /// That estimate by structure, bytes per live entry.
     pub index_memory_per_entry: std::collections::BTreeMap<&'static str, f64>,
+    /// The interval by normalized text length: where the time goes.
+    pub by_length: Vec<LengthRow>,
 }
 
 impl Checkpoint {
@@ -207,6 +276,21 @@ impl Checkpoint {
                 .map(|(k, v)| format!("{k} {v:.0}"))
                 .collect::<Vec<_>>()
                 .join(", "),
+        ) + &format!(
+            "\n{:>10} by length (chars: posts, time, us/post, verified/post): {}",
+            "",
+            self.by_length
+                .iter()
+                .map(|r| format!(
+                    "{} {:.0}% {:.0}% {:.1} {:.1}",
+                    r.chars,
+                    100.0 * r.share_of_posts,
+                    100.0 * r.share_of_time,
+                    r.us_per_post,
+                    r.verified_per_post
+                ))
+                .collect::<Vec<_>>()
+                .join(" | ")
         )
     }
 }

@@ -14,7 +14,7 @@ use simdedup::types::{EventTime, PostId};
 use crate::background::{Background, Mix};
 use crate::corpus::Corpus;
 use crate::dev::{DevOutputs, DevStream};
-use crate::report::{cpu_secs, load_avg, rss_bytes, Checkpoint, Latency};
+use crate::report::{cpu_secs, load_avg, rss_bytes, ByLength, Checkpoint, Latency};
 use crate::Args;
 
 /// Background post ids: 19 digits like real Weibo mids, in a range the dev stream does not use.
@@ -55,6 +55,7 @@ struct Runner<'t> {
     secs_per_entry: f64,
     base_rss: u64,
     lat: Latency,
+    by_length: ByLength,
     mark: Mark,
     dev_hashes: HashSet<u64>,
     checkpoints: Vec<Checkpoint>,
@@ -84,8 +85,12 @@ impl<'t> Runner<'t> {
             partition: 0,
             seq: self.seq,
         };
+        let verified = self.engine.stats().query.candidates;
         let v = self.engine.decide(at, &id, Some(EventTime(t)), &self.a);
-        self.lat.observe(start.elapsed().as_nanos() as u64);
+        let ns = start.elapsed().as_nanos() as u64;
+        self.lat.observe(ns);
+        let verified = self.engine.stats().query.candidates - verified;
+        self.by_length.observe(self.a.chars.len(), ns, verified);
         self.seq += 1;
         self.bg_posts += 1;
         if matches!(v, Verdict::Duplicate(_)) {
@@ -148,6 +153,7 @@ impl<'t> Runner<'t> {
                 .into_iter()
                 .collect()
             },
+            by_length: std::mem::take(&mut self.by_length).rows(),
         };
         eprintln!("{}", c.line());
         self.checkpoints.push(c);
@@ -202,6 +208,7 @@ pub fn run(
         secs_per_entry: 0.9 * cfg.window.window_secs as f64 / args.entries as f64,
         base_rss,
         lat: Latency::new(),
+        by_length: ByLength::default(),
         mark: Mark {
             wall: Instant::now(),
             cpu: cpu_secs(),
@@ -266,9 +273,12 @@ pub fn run(
         };
         let start = Instant::now();
         r.analyzer.analyze(&p.text, &mut r.a);
+        let verified = r.engine.stats().query.candidates;
         let v = r.engine.decide(at, &p.id, Some(EventTime(p.time)), &r.a);
         let ns = start.elapsed().as_nanos() as u64;
         r.lat.observe(ns);
+        let verified = r.engine.stats().query.candidates - verified;
+        r.by_length.observe(r.a.chars.len(), ns, verified);
         dev_lat.observe(ns);
         r.seq += 1;
         match v {
