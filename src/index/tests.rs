@@ -6,8 +6,8 @@ use super::*;
 use crate::types::{EventTime, Fingerprint};
 use crate::verify::{verify, Method};
 
-/// An entry with no tokens (so only the char rules can accept it) and a fingerprint far from
-/// every other (so the block tables add nothing).
+/// An entry with no tokens: it stays out of the block tables (too few tokens for a stable
+/// fingerprint), and only the char rules can accept it or a query like it.
 fn entry(n: u64, text: &str) -> Entry {
     let s: String = text.into();
     Entry {
