@@ -9,6 +9,7 @@ use super::cold::ColdFactory;
 use super::grams::{self, Gram};
 use super::postings::Postings;
 use super::segment::Segment;
+use super::store::short_hash;
 use super::{Entry, Index, IndexConfig, Scratch, TableLayout};
 use crate::verify::{VerifyConfig, VerifyMode};
 
@@ -61,8 +62,9 @@ impl<'a> Indexer<'a> {
     ) -> u32 {
         let slot = seg.store.push(entry);
         let store = &seg.store;
-        seg.texts
-            .insert(entry.text_hash, slot, |s| store.meta(s).text_hash);
+        seg.texts.insert(short_hash(entry.text_hash), slot, |s| {
+            store.meta(s).text_hash
+        });
         if self.tabled(entry.tokens.len()) {
             for (t, table) in seg.tables.iter_mut().enumerate() {
                 let key = self.layout.key(t, entry.fingerprint);
@@ -95,7 +97,7 @@ impl<'a> Indexer<'a> {
             let slot = seg.store.push(e);
             let store = &seg.store;
             seg.texts
-                .insert(e.text_hash, slot, |s| store.meta(s).text_hash);
+                .insert(short_hash(e.text_hash), slot, |s| store.meta(s).text_hash);
         }
         let n = entries.len() as u32;
         for (t, table) in seg.tables.iter_mut().enumerate() {

@@ -116,7 +116,7 @@ impl Index {
             scratch.slots.clear();
             list.append_to(&mut scratch.slots);
             for slot in newest_first(seg, &scratch.slots, budget) {
-                if self.comparable_lengths(n, seg.store.meta(slot).chars) {
+                if self.comparable_lengths(n, seg.store.meta(slot).chars()) {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
             }
@@ -182,7 +182,7 @@ impl Index {
             if let Some(&ahead) = scratch.touched.get(i + PREFETCH_AHEAD) {
                 seg.store.prefetch(ahead);
             }
-            if self.comparable_lengths(n, seg.store.meta(slot).chars) {
+            if self.comparable_lengths(n, seg.store.meta(slot).chars()) {
                 scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }
         }

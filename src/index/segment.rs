@@ -5,7 +5,7 @@ use super::cold::ColdStore;
 use super::grams::Gram;
 use super::postings::Postings;
 use super::slots::SlotTable;
-use super::store::{self, Store};
+use super::store::{self, short_hash, Store};
 
 /// Generations with fewer entries keep their postings in hash maps when a newer one starts
 /// (merging them saves little and costs a sort per generation on sparse streams).
@@ -36,7 +36,7 @@ impl Segment {
 
     /// Whether `cold`, the record of `slot`, holds exactly the text `chars`.
     pub(super) fn same_text(&self, slot: u32, cold: &store::Cold<'_>, chars: &[char]) -> bool {
-        self.store.meta(slot).chars as usize == chars.len()
+        self.store.meta(slot).chars() as usize == chars.len()
             && cold.chars().eq(chars.iter().copied())
     }
 
@@ -44,7 +44,7 @@ impl Segment {
     pub(super) fn any_text(&self, h: u64, mut pred: impl FnMut(&store::Cold<'_>) -> bool) -> bool {
         let mut buf = Vec::new();
         self.texts
-            .find(h, |s| self.store.meta(s).text_hash)
+            .find(short_hash(h), |s| self.store.meta(s).text_hash)
             .any(|slot| self.store.cold(slot, &mut buf).is_ok_and(|c| pred(&c)))
     }
 
@@ -52,7 +52,9 @@ impl Segment {
     /// Keys are read only when several entries share the hash (rare: an identical text is
     /// normally a duplicate, not a second entry).
     pub(super) fn earliest(&self, h: u64) -> Option<u32> {
-        let mut slots = self.texts.find(h, |s| self.store.meta(s).text_hash);
+        let mut slots = self
+            .texts
+            .find(short_hash(h), |s| self.store.meta(s).text_hash);
         let first = slots.next()?;
         let mut rest = slots.peekable();
         if rest.peek().is_none() {

@@ -1,4 +1,4 @@
-//! An open-addressing multimap from a 64-bit hash to slots that stores only the slots and an
+//! An open-addressing multimap from a 32-bit hash to slots that stores only the slots and an
 //! 8-bit tag of the hash (five bytes a bucket): the full hash of a stored slot is read back from
 //! the slot's own record only when the tag matches, so a generation's exact-text lookups cost
 //! about seven bytes an entry instead of a hash map's 20-30, and a probe scans bytes.
@@ -14,13 +14,14 @@ pub struct SlotTable {
     len: usize,
 }
 
-fn tag(hash: u64) -> u8 {
-    (hash >> 56) as u8 | 1
+/// The top byte (buckets are chosen by the low bits).
+fn tag(hash: u32) -> u8 {
+    (hash >> 24) as u8 | 1
 }
 
 impl SlotTable {
     /// Adds `slot`, whose hash is `hash`; `hash_of` gives the hash of any slot already added.
-    pub fn insert(&mut self, hash: u64, slot: u32, hash_of: impl Fn(u32) -> u64) {
+    pub fn insert(&mut self, hash: u32, slot: u32, hash_of: impl Fn(u32) -> u32) {
         if (self.len + 1) * 4 > self.buckets.len() * 3 {
             self.grow(&hash_of);
         }
@@ -32,8 +33,8 @@ impl SlotTable {
     #[inline]
     pub fn find<'a>(
         &'a self,
-        hash: u64,
-        hash_of: impl Fn(u32) -> u64 + 'a,
+        hash: u32,
+        hash_of: impl Fn(u32) -> u32 + 'a,
     ) -> impl Iterator<Item = u32> + 'a {
         let mask = self.buckets.len().wrapping_sub(1);
         let start = if self.buckets.is_empty() {
@@ -55,7 +56,7 @@ impl SlotTable {
         self.buckets.capacity() * 4 + self.tags.capacity()
     }
 
-    fn grow(&mut self, hash_of: &impl Fn(u32) -> u64) {
+    fn grow(&mut self, hash_of: &impl Fn(u32) -> u32) {
         let size = (self.buckets.len() * 2).max(16);
         let mut buckets = vec![EMPTY; size];
         let mut tags = vec![0; size];
@@ -67,7 +68,7 @@ impl SlotTable {
     }
 }
 
-fn place(buckets: &mut [u32], tags: &mut [u8], hash: u64, slot: u32) {
+fn place(buckets: &mut [u32], tags: &mut [u8], hash: u32, slot: u32) {
     let mask = buckets.len() - 1;
     let mut i = hash as usize & mask;
     while tags[i] != 0 {
@@ -87,7 +88,7 @@ mod tests {
         #[test]
         fn finds_exactly_the_slots_of_a_hash(hashes in proptest::collection::vec(0u64..40, 0..3000)) {
             let mut t = SlotTable::default();
-            let spread = |h: u64| h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 3;
+            let spread = |h: u64| (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 29) as u32;
             for (slot, h) in hashes.iter().enumerate() {
                 t.insert(spread(*h), slot as u32, |s| spread(hashes[s as usize]));
             }

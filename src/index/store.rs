@@ -10,28 +10,30 @@ use crate::verify::{char_bits, token_bits, Bits, Gates, Sketch};
 use super::cold::{ColdStore, InMemory};
 use super::entry::{Entry, OrderKey};
 
-/// Per-slot record: what filters and gates need, plus where the rest lives.
+/// Per-slot record: what filters and gates need, plus where the rest lives (40 bytes).
 #[derive(Clone, Copy, Debug)]
 pub struct Meta {
     /// SimHash fingerprint.
     pub fingerprint: u64,
-    /// xxh3 of the normalized text.
-    pub text_hash: u64,
-    /// Where the entry's cold record is: offset (high 38 bits) and length (low 26 bits).
+    /// Where the entry's cold record starts (high 38 bits; it ends where the next one starts)
+    /// and the normalized text's length in characters (low 26 bits: a text no record holds
+    /// whole is longer than `MAX_RECORD` bytes, so the length never saturates for a readable
+    /// entry).
     loc: u64,
     /// `verify::char_bits` of the normalized text and `verify::token_bits` of its tokens.
     pub bits: Bits,
-    /// Normalized text length in characters.
-    pub chars: u32,
+    /// The low 32 bits of the xxh3 of the normalized text (the record's text gives the rest).
+    pub text_hash: u32,
     /// Distinct tokens.
     pub tokens: u32,
 }
+
 impl Meta {
     /// What verification's gates need.
     #[inline]
     pub fn gates(&self) -> Gates {
         Gates {
-            chars: self.chars as usize,
+            chars: self.chars() as usize,
             tokens: self.tokens as usize,
             fingerprint: Fingerprint(self.fingerprint),
             text_hash: self.text_hash,
@@ -39,22 +41,30 @@ impl Meta {
         }
     }
 
+    /// Normalized text length in characters.
+    #[inline]
+    pub fn chars(&self) -> u32 {
+        (self.loc & ((1 << LEN_BITS) - 1)) as u32
+    }
+
     fn offset(&self) -> u64 {
         self.loc >> LEN_BITS
     }
-
-    fn len(&self) -> u32 {
-        (self.loc & ((1 << LEN_BITS) - 1)) as u32
-    }
 }
 
-/// Bits of `Meta::loc` for the record length: records up to 64 MiB (`MAX_RECORD`), generations
-/// up to 256 GiB of records.
+/// Bits of `Meta::loc` for the text length in characters: up to 64 Mi (no readable record holds
+/// more, `MAX_RECORD`); generations up to 256 GiB of records.
 const LEN_BITS: u32 = 26;
 
 /// Longest cold record: an entry's id, text and tokens (`input.max_text_bytes` is 16 KiB by
 /// default).
 pub const MAX_RECORD: usize = (1 << LEN_BITS) - 1;
+
+/// The low 32 bits of a text hash, as `Meta` keeps them.
+#[inline]
+pub fn short_hash(text_hash: u64) -> u32 {
+    text_hash as u32
+}
 
 /// One generation's entries.
 pub struct Store {
@@ -100,7 +110,7 @@ impl Cold<'_> {
         self.tokens(tokens);
         Sketch {
             chars,
-            text_hash: m.text_hash,
+            text_hash: xxhash_rust::xxh3::xxh3_64(self.text),
             fingerprint: Fingerprint(m.fingerprint),
             tokens,
         }
@@ -227,13 +237,12 @@ impl Store {
         self.cold.append(b);
         self.meta.push(Meta {
             fingerprint: e.fingerprint.0,
-            text_hash: e.text_hash,
-            loc: (offset << LEN_BITS) | b.len() as u64,
+            loc: (offset << LEN_BITS) | e.chars.len().min(MAX_RECORD) as u64,
             bits: Bits {
                 chars: char_bits(&e.chars),
                 tokens: token_bits(&e.tokens),
             },
-            chars: e.chars.len() as u32,
+            text_hash: short_hash(e.text_hash),
             tokens: e.tokens.len() as u32,
         });
         slot
@@ -241,8 +250,12 @@ impl Store {
 
     /// The cold part of `slot`, read into `buf` unless it is in memory.
     pub fn cold<'a>(&'a self, slot: u32, buf: &'a mut Vec<u8>) -> std::io::Result<Cold<'a>> {
-        let m = &self.meta[slot as usize];
-        let b = self.cold.read(m.offset(), m.len(), buf)?;
+        let start = self.meta[slot as usize].offset();
+        let end = self
+            .meta
+            .get(slot as usize + 1)
+            .map_or(self.cold.len(), Meta::offset);
+        let b = self.cold.read(start, (end - start) as u32, buf)?;
         parse(b).ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed entry record")
         })
@@ -261,7 +274,7 @@ impl Store {
             time: c.time,
             fingerprint: Fingerprint(m.fingerprint),
             chars: c.chars().collect(),
-            text_hash: m.text_hash,
+            text_hash: xxhash_rust::xxh3::xxh3_64(c.text),
             tokens: tokens.into(),
         })
     }
@@ -307,7 +320,7 @@ mod tests {
 
     #[test]
     fn entries_round_trip_and_meta_stays_small() {
-        assert_eq!(std::mem::size_of::<Meta>(), 48);
+        assert_eq!(std::mem::size_of::<Meta>(), 40);
         let mut s = Store::default();
         let e = |id: &str, text: &str, seq| Entry {
             id: PostId(id.into()),
@@ -347,6 +360,8 @@ mod tests {
         let sk = cold.sketch(s.meta(0), &mut chars, &mut tokens);
         assert_eq!(sk.chars, &*a.chars);
         assert_eq!(sk.tokens, &*a.tokens);
-        assert_eq!(s.meta(1).chars, 0);
+        assert_eq!(s.meta(1).chars(), 0);
+        assert_eq!(s.meta(0).chars(), 9);
+        assert_eq!(sk.text_hash, a.text_hash);
     }
 }

@@ -273,8 +273,8 @@ pub struct Gates {
     pub tokens: usize,
     /// SimHash fingerprint.
     pub fingerprint: Fingerprint,
-    /// xxh3 of the normalized text.
-    pub text_hash: u64,
+    /// The low 32 bits of the xxh3 of the normalized text.
+    pub text_hash: u32,
     /// `char_bits` of the normalized text and `token_bits` of its tokens.
     pub bits: Bits,
 }
@@ -324,7 +324,7 @@ pub fn token_bits(tokens: &[u32]) -> u64 {
 /// character of the shorter text missing from the longer; and a SimHash similarity that even the
 /// largest token overlap the token sets allow could not lift to the threshold.
 pub fn may_accept(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) -> bool {
-    if a.text_hash == b.text_hash {
+    if a.text_hash as u32 == b.text_hash {
         return true;
     }
     let (n, m) = (a.chars.len(), b.chars);

@@ -157,7 +157,7 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash, bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
+        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash as u32, bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
         if verify(&sa, &sb, &cfg).is_some() {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg));
         }
@@ -178,7 +178,7 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash, bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
+        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash as u32, bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
         if verify(&sa, &sb, &cfg).is_some() {
             prop_assert!(may_accept_simhash(&sa, token_bits(&ta), &gates, &cfg));
         }
@@ -199,7 +199,7 @@ proptest! {
         let b: Vec<char> = pad.0.chars().chain(b[cut.0.min(b.len())..end].iter().copied()).chain(pad.1.chars()).collect();
         let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: sb.text_hash, bits: Bits { chars: char_bits(&b), tokens: 0 } };
+        let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: sb.text_hash as u32, bits: Bits { chars: char_bits(&b), tokens: 0 } };
         if verify(&sa, &sb, &cfg).is_some() {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg), "a={:?} b={:?}", a, b);
         }
