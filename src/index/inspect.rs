@@ -104,7 +104,7 @@ impl Index {
             .rev()
             .take_while(|s| s.gen >= q.min_gen)
         {
-            if let Some(slot) = seg.earliest(q.sketch.text_hash) {
+            if let Some(slot) = seg.earliest(q.sketch.text_hash, q.sketch.chars) {
                 let mut buf = Vec::new();
                 if seg
                     .store

@@ -377,7 +377,7 @@ impl Index {
             .rev()
             .take_while(|s| s.gen >= q.min_gen)
         {
-            if let Some(slot) = seg.earliest(q.sketch.text_hash) {
+            if let Some(slot) = seg.earliest(q.sketch.text_hash, q.sketch.chars) {
                 let Ok(cold) = seg.store.cold(slot, &mut scratch.cold) else {
                     stats.cold_read_errors += 1;
                     continue;

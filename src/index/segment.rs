@@ -48,10 +48,11 @@ impl Segment {
             .any(|slot| self.store.cold(slot, &mut buf).is_ok_and(|c| pred(&c)))
     }
 
-    /// The earliest entry (by order key) whose text has hash `h`: the exact path's candidate.
-    /// Keys are read only when several entries share the hash (rare: an identical text is
-    /// normally a duplicate, not a second entry).
-    pub(super) fn earliest(&self, h: u64) -> Option<u32> {
+    /// The earliest entry (by order key) whose text is `chars` (hash `h`): the exact path's
+    /// candidate. Only 32 bits of the hash are kept, so when several entries share them, their
+    /// records are read and those with another text left out; a single one is returned as it is
+    /// (the caller compares its text: if it differs, no entry of the generation has this text).
+    pub(super) fn earliest(&self, h: u64, chars: &[char]) -> Option<u32> {
         let mut slots = self
             .texts
             .find(short_hash(h), |s| self.store.meta(s).text_hash);
@@ -63,7 +64,10 @@ impl Segment {
         let mut buf = Vec::new();
         std::iter::once(first)
             .chain(rest)
-            .filter_map(|slot| Some((self.store.cold(slot, &mut buf).ok()?.key, slot)))
+            .filter_map(|slot| {
+                let c = self.store.cold(slot, &mut buf).ok()?;
+                self.same_text(slot, &c, chars).then_some((c.key, slot))
+            })
             .min()
             .map(|(_, slot)| slot)
     }

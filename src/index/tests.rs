@@ -111,3 +111,38 @@ proptest! {
         }
     }
 }
+
+// Only 32 bits of a text hash stay in memory: an entry whose hash shares them with the query's,
+// but not its text, must not hide the entry that has the query's text (short texts have no
+// other path to it).
+#[test]
+fn a_32_bit_hash_collision_does_not_hide_an_exact_match() {
+    let mut seen = std::collections::HashMap::new();
+    let (a, b) = (0u64..)
+        .map(|i| format!("t{i}"))
+        .find_map(|t| {
+            let low = xxhash_rust::xxh3::xxh3_64(t.as_bytes()) as u32;
+            seen.insert(low, t.clone()).map(|other| (t, other))
+        })
+        .unwrap();
+    let mut idx = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
+    let mut scratch = Scratch::default();
+    // The colliding text first, so that its key is the earlier one.
+    idx.insert(0, entry(1, &b), &mut scratch);
+    idx.insert(0, entry(2, &a), &mut scratch);
+    let q = entry(3, &a);
+    let query = Query {
+        id: &q.id,
+        before: q.key,
+        tick_secs: 0,
+        min_gen: 0,
+        sketch: q.sketch(),
+        grams: &[],
+    };
+    let got = idx.find(&query, &mut scratch, &mut QueryStats::default());
+    assert_eq!(
+        got.map(|(r, m)| (r.slot, m.method)),
+        Some((1, Method::Exact)),
+        "{a} / {b}"
+    );
+}
