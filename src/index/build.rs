@@ -9,7 +9,6 @@ use super::cold::ColdFactory;
 use super::grams::{self, Gram};
 use super::postings::Postings;
 use super::segment::Segment;
-use super::store::short_hash;
 use super::{Entry, Index, IndexConfig, Scratch, TableLayout};
 use crate::verify::{VerifyConfig, VerifyMode};
 
@@ -60,11 +59,7 @@ impl<'a> Indexer<'a> {
         grams_buf: &mut Vec<Gram>,
         merge: bool,
     ) -> u32 {
-        let slot = seg.store.push(entry);
-        let store = &seg.store;
-        seg.texts.insert(short_hash(entry.text_hash), slot, |s| {
-            store.meta(s).text_hash
-        });
+        let slot = seg.push(entry);
         if self.tabled(entry.tokens.len()) {
             for (t, table) in seg.tables.iter_mut().enumerate() {
                 let key = self.layout.key(t, entry.fingerprint);
@@ -94,10 +89,7 @@ impl<'a> Indexer<'a> {
     fn build(&self, cold: &dyn ColdFactory, gen: i64, entries: Vec<Entry>) -> Segment {
         let mut seg = Segment::new(gen, self.layout.tables(), cold.create(gen));
         for e in &entries {
-            let slot = seg.store.push(e);
-            let store = &seg.store;
-            seg.texts
-                .insert(short_hash(e.text_hash), slot, |s| store.meta(s).text_hash);
+            seg.push(e);
         }
         let n = entries.len() as u32;
         for (t, table) in seg.tables.iter_mut().enumerate() {

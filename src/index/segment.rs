@@ -34,6 +34,16 @@ impl Segment {
         }
     }
 
+    /// Stores `e` and enters its text hash in the exact-text table; returns its slot (its block
+    /// tables and postings are the caller's).
+    pub(super) fn push(&mut self, e: &super::Entry) -> u32 {
+        let slot = self.store.push(e);
+        let store = &self.store;
+        self.texts
+            .insert(short_hash(e.text_hash), slot, |s| store.meta(s).text_hash);
+        slot
+    }
+
     /// Whether `cold`, the record of `slot`, holds exactly the text `chars`.
     pub(super) fn same_text(&self, slot: u32, cold: &store::Cold<'_>, chars: &[char]) -> bool {
         self.store.meta(slot).chars() as usize == chars.len()
