@@ -29,6 +29,12 @@ const NANOS_BOUNDS: [u64; 19] = [
     10_000_000_000,
 ];
 
+/// Upper bounds (inclusive) of the `Millis` scale: 1 ms to 60 s.
+const MILLIS_BOUNDS: [u64; 19] = [
+    1, 2, 5, 10, 20, 50, 100, 200, 300, 500, 750, 1_000, 1_500, 2_000, 3_000, 5_000, 10_000,
+    30_000, 60_000,
+];
+
 /// How a histogram's buckets are laid out.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Scale {
@@ -37,6 +43,9 @@ pub enum Scale {
     Pow2,
     /// Durations in nanoseconds: 1 µs, 2.5 µs, 5 µs, 10 µs, ... 10 s, then `+Inf`.
     Nanos,
+    /// Longer durations in milliseconds (end-to-end latency): 1 ms, 2 ms, 5 ms, ... 300 ms,
+    /// 500 ms, 750 ms, 1 s, 1.5 s, ... 60 s, then `+Inf`.
+    Millis,
 }
 
 impl Scale {
@@ -45,6 +54,7 @@ impl Scale {
         match self {
             Scale::Pow2 => MAX_BUCKETS - 1,
             Scale::Nanos => NANOS_BOUNDS.len(),
+            Scale::Millis => MILLIS_BOUNDS.len(),
         }
     }
 
@@ -54,6 +64,7 @@ impl Scale {
             Scale::Pow2 if i == 0 => 0,
             Scale::Pow2 => 1 << (i - 1),
             Scale::Nanos => NANOS_BOUNDS[i],
+            Scale::Millis => MILLIS_BOUNDS[i],
         }
     }
 
@@ -63,6 +74,7 @@ impl Scale {
             // ceil(log2 v) + 1: 1 -> 1, 2 -> 2, 3..=4 -> 3, 5..=8 -> 4.
             Scale::Pow2 => 1 + (64 - (v - 1).leading_zeros()) as usize,
             Scale::Nanos => NANOS_BOUNDS.partition_point(|b| *b < v),
+            Scale::Millis => MILLIS_BOUNDS.partition_point(|b| *b < v),
         };
         i.min(self.finite())
     }

@@ -75,6 +75,7 @@ pub struct Metrics {
     rebalances: Family<Label, Counter>,
     consumer_lag: Family<PartitionLabel, Gauge>,
     stages: [SharedHist; Stage::ALL.len()],
+    end_to_end: SharedHist,
     engine: Arc<EngineCell>,
     health: Mutex<BTreeMap<&'static str, Option<String>>>,
 }
@@ -156,6 +157,12 @@ impl Metrics {
         );
         let stages =
             Stage::ALL.map(|s| stage_family.get_or_create(&[("stage", s.as_str())]).clone());
+        let end_to_end = SharedHist::new(Scale::Millis);
+        r.register(
+            "simdedup_end_to_end_latency_seconds",
+            "Kafka stages: output record time minus the raw input record's timestamp, per post (dedup workers: verdicts; route workers: rejections)",
+            end_to_end.clone(),
+        );
         let engine = Arc::new(EngineCell::default());
         r.register_collector(Box::new(Arc::clone(&engine)));
         Metrics {
@@ -169,6 +176,7 @@ impl Metrics {
             rebalances,
             consumer_lag,
             stages,
+            end_to_end,
             engine,
             health: Mutex::new(BTreeMap::new()),
         }
@@ -213,6 +221,13 @@ impl Metrics {
     /// One stage latency, measured by the caller.
     pub fn observe_stage(&self, stage: Stage, d: Duration) {
         self.stages[stage as usize].with(|h| h.observe(d.as_nanos() as u64));
+    }
+
+    /// One post's end-to-end latency: `now_ms` (when its output was sent) minus `input_ms`, the
+    /// raw input record's timestamp (a clock skew that would make it negative counts as 0).
+    pub fn observe_end_to_end(&self, input_ms: i64, now_ms: i64) {
+        let ms = now_ms.saturating_sub(input_ms).max(0) as u64;
+        self.end_to_end.with(|h| h.observe(ms));
     }
 
     /// Starts timing a stage, only while metrics are served (the clock read costs a little per
@@ -340,6 +355,7 @@ fn encode_hist(mut encoder: MetricEncoder, h: &Hist) -> Result<(), std::fmt::Err
     let per_unit = match h.scale() {
         Scale::Pow2 => 1.0,
         Scale::Nanos => 1e9,
+        Scale::Millis => 1e3,
     };
     let buckets: Vec<(f64, u64)> = h
         .buckets()
@@ -541,6 +557,15 @@ mod tests {
         assert_eq!(value("+Inf"), 2);
         assert!(text.contains("simdedup_stage_latency_seconds_count{stage=\"decide\"} 2\n"));
         assert!(text.contains("# TYPE simdedup_stage_latency_seconds histogram\n"));
+        // End-to-end latency in milliseconds, served in seconds; a negative skew counts as 0.
+        for (input, now) in [(1_000, 1_400), (1_000, 1_600), (2_000, 1_000)] {
+            m.observe_end_to_end(input, now);
+        }
+        let text = m.render();
+        let e2e = line(&text, "simdedup_end_to_end_latency_seconds_bucket");
+        let has = |s: &str| e2e.iter().any(|l| l.ends_with(s));
+        assert!(has("le=\"0.001\"} 1") && has("le=\"0.5\"} 2") && has("le=\"0.75\"} 3"));
+        assert!(text.contains("simdedup_end_to_end_latency_seconds_sum 1.0\n"));
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub struct RouteStats {
 /// A raw record waiting for its turn in event-time order.
 struct Pending {
     offset: u64,
+    /// The record's Kafka timestamp (unix ms), if any.
+    input_ms: Option<i64>,
     time: i64,
     post: Result<crate::input::Decoded, crate::types::Rejection>,
     line: Vec<u8>,
@@ -171,6 +173,7 @@ pub fn run(
             part.fetch.polled(msg.offset() as u64);
             part.buf.push_back(Pending {
                 offset: msg.offset() as u64,
+                input_ms: msg.timestamp().to_millis(),
                 time,
                 post,
                 line,
@@ -219,10 +222,13 @@ pub fn run(
                         tag,
                     };
                     send(&producer, &deliveries, &mut acks, out)?;
+                    if let Some(ms) = rec.input_ms {
+                        metrics::global().observe_end_to_end(ms, crate::clock::now_millis());
+                    }
                 }
                 Ok(post) => {
                     let t = metrics::global().timer();
-                    let partition = r.encode(post, &rec.line);
+                    let partition = r.encode(post, rec.input_ms, &rec.line);
                     metrics::global().observe_since(Stage::Analyze, t);
                     stats.routed += 1;
                     let o = &mut outgoing[partition as usize];
@@ -300,9 +306,9 @@ struct Encoder<'t> {
 
 impl Encoder<'_> {
     /// Analyzes and encodes `post`; returns its routed partition.
-    fn encode(&mut self, post: &crate::input::Decoded, line: &[u8]) -> i32 {
+    fn encode(&mut self, post: &crate::input::Decoded, input_ms: Option<i64>, line: &[u8]) -> i32 {
         let partition = self.router.analyze(&post.text, &mut self.a);
-        self.rec = encode_routed(&post.id, post.created_at, &self.a, line);
+        self.rec = encode_routed(&post.id, post.created_at, input_ms, &self.a, line);
         partition as i32
     }
 }

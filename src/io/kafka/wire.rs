@@ -40,12 +40,17 @@ pub struct RoutedPost {
     pub analyzed: Analyzed,
     /// The original input record.
     pub raw: Vec<u8>,
+    /// The raw input record's Kafka timestamp (unix ms), if it had one: outputs are timed
+    /// against it (end-to-end latency).
+    pub input_ms: Option<i64>,
 }
 
-/// Encodes a routed post.
+/// Encodes a routed post. `input_ms`, the raw record's timestamp, is an optional trailing field:
+/// readers of records without it (and earlier readers, which stop after `raw`) still agree.
 pub fn encode_routed(
     id: &PostId,
     created_at: Option<EventTime>,
+    input_ms: Option<i64>,
     a: &Analyzed,
     raw: &[u8],
 ) -> Vec<u8> {
@@ -62,6 +67,9 @@ pub fn encode_routed(
         out.extend_from_slice(&t.weight.to_le_bytes());
     }
     put_bytes(&mut out, raw);
+    if let Some(ms) = input_ms {
+        out.extend_from_slice(&ms.to_le_bytes());
+    }
     out
 }
 
@@ -189,6 +197,11 @@ pub fn decode_routed(buf: &[u8]) -> Result<RoutedPost, WireError> {
         });
     }
     let raw = r.bytes().ok_or_else(err)?.to_vec();
+    let input_ms = match r.0.len() {
+        0 => None,
+        8 => Some(r.u64().ok_or_else(err)? as i64),
+        _ => return Err(err()),
+    };
     let mut a = Analyzed {
         normalized,
         tokens,
@@ -209,6 +222,7 @@ pub fn decode_routed(buf: &[u8]) -> Result<RoutedPost, WireError> {
         created_at: has_time.then_some(EventTime(time)),
         analyzed: a,
         raw,
+        input_ms,
     })
 }
 
@@ -367,9 +381,10 @@ mod tests {
         let mut a = Analyzed::default();
         Analyzer::new(&tok).analyze("今天早上地铁二号线又停运了 //@x: 哈哈", &mut a);
         let raw = br#"{"id":"1","text":"..."}"#;
-        let buf = encode_routed(&PostId("1".into()), Some(EventTime(42)), &a, raw);
+        let buf = encode_routed(&PostId("1".into()), Some(EventTime(42)), Some(7), &a, raw);
         let d = decode_routed(&buf).unwrap();
         assert_eq!(d.id.0, "1");
+        assert_eq!(d.input_ms, Some(7));
         assert_eq!(d.created_at, Some(EventTime(42)));
         assert_eq!(d.raw, raw);
         assert_eq!(d.analyzed.normalized, a.normalized);
@@ -378,6 +393,10 @@ mod tests {
         assert_eq!(d.analyzed.text_hash, a.text_hash);
         assert_eq!(d.analyzed.fingerprint(), a.fingerprint());
         assert!(decode_routed(&buf[..buf.len() - 3]).is_err());
+        // Without the trailing input time (as earlier writers sent it).
+        let old = encode_routed(&PostId("1".into()), Some(EventTime(42)), None, &a, raw);
+        assert_eq!(old.len() + 8, buf.len());
+        assert_eq!(decode_routed(&old).unwrap().input_ms, None);
     }
 
     #[test]
@@ -388,7 +407,7 @@ mod tests {
         let mut single = Vec::new();
         for (i, text) in ["第一条微博", "第二条微博", ""].iter().enumerate() {
             Analyzer::new(&tok).analyze(text, &mut a);
-            let rec = encode_routed(&PostId(i.to_string()), None, &a, text.as_bytes());
+            let rec = encode_routed(&PostId(i.to_string()), None, None, &a, text.as_bytes());
             env.push(&rec);
             single = rec;
         }

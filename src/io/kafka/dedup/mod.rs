@@ -304,6 +304,7 @@ impl<'a> Worker<'a> {
             );
         }
         self.rec.clear();
+        let input_ms = slot.post.as_ref().ok().and_then(|p| p.input_ms);
         let (topic, key) = match slot.post {
             Err(detail) => {
                 let r = Rejection::new(
@@ -338,6 +339,9 @@ impl<'a> Worker<'a> {
                 tag,
             },
         )?;
+        if let Some(ms) = input_ms {
+            metrics::global().observe_end_to_end(ms, crate::clock::now_millis());
+        }
         if self.unsent.len() >= CHANGELOG_BATCH {
             self.flush_changelog(c)?;
         }
