@@ -588,10 +588,7 @@ mod tests {
         Analyzer::new(&tok).analyze("今天早上地铁二号线又停运了上班的朋友们记得绕行", &mut a);
         let t = crate::clock::now_secs() - 60;
         for (i, id) in ["a", "b"].iter().enumerate() {
-            let at = Position {
-                partition: 0,
-                seq: i as u64,
-            };
+            let at = Position::new(0, i as u64);
             e.decide(at, &PostId(id.to_string()), Some(EventTime(t)), &a);
         }
         m.publish_engine(&e);

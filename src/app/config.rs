@@ -177,7 +177,7 @@ impl Config {
         let h = xxhash_rust::xxh3::xxh3_64(stop.as_bytes());
         Ok(format!(
             "entry{}-seed{:x}-{}-stop{:016x}",
-            crate::index::entry::ENTRY_FORMAT,
+            crate::index::entry::ANALYSIS_FORMAT,
             crate::text::tokenize::TOKEN_HASH_SEED,
             self.text.weighting.as_str(),
             h

@@ -130,23 +130,12 @@ pub fn evaluate_partitioned(
         };
         let route = router.analyze_with_replicas(&post.text, &mut a);
         let (primary, replicas) = (route.primary as usize, route.replicas);
-        let at = Position {
-            partition: primary as u32,
-            seq: n,
-        };
+        let at = Position::new(primary as u32, n);
         let verdict = engines[primary].decide(at, &post.id, post.created_at, &a);
         calls += 1 + replicas.len() as u64;
         for r in replicas {
             // A registration is decided like a post of that partition, so it indexes only if new there.
-            engines[r as usize].decide(
-                Position {
-                    partition: r,
-                    seq: n,
-                },
-                &post.id,
-                post.created_at,
-                &a,
-            );
+            engines[r as usize].decide(Position::new(r, n), &post.id, post.created_at, &a);
         }
         *seen.entry(post.id.0.clone()).or_insert(0u32) += 1;
         match verdict {

@@ -181,13 +181,27 @@ pub struct EngineStats {
     pub refreshed: u64,
 }
 
-/// Where a post sits in its input: partition (0 for files) and sequence number (line or offset).
+/// Where a post sits in its input: partition (0 for files), sequence number (line or offset)
+/// and, in Kafka, when its raw record arrived.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Position {
     /// Partition.
     pub partition: u32,
     /// Sequence number within the partition.
     pub seq: u64,
+    /// The raw input record's Kafka timestamp (unix ms), if any (`OrderKey::arrival`).
+    pub arrival: Option<i64>,
+}
+
+impl Position {
+    /// A position without an arrival time (files).
+    pub fn new(partition: u32, seq: u64) -> Position {
+        Position {
+            partition,
+            seq,
+            arrival: None,
+        }
+    }
 }
 
 /// The stateful decision maker.
@@ -196,6 +210,9 @@ pub struct Engine {
     window: Window,
     /// Largest event time seen per partition: orders decisions (`OrderKey::tau`).
     watermarks: BTreeMap<u32, i64>,
+    /// Largest arrival time seen per partition: orders decisions within an event second
+    /// (`OrderKey::arrival`).
+    arrivals: BTreeMap<u32, i64>,
     /// Per partition, the watermark the window expires by: the largest event time without
     /// unconfirmed outliers (`Window::advance`).
     horizons: BTreeMap<u32, Horizon>,
@@ -224,6 +241,7 @@ impl Engine {
             index: Index::with_cold(cfg.index.clone(), cfg.verify.clone(), cold)?,
             window: Window::new(&cfg.window)?,
             watermarks: BTreeMap::new(),
+            arrivals: BTreeMap::new(),
             horizons: BTreeMap::new(),
             empty_posts: cfg.empty_posts,
             order_tick_secs: cfg.order_tick_secs,
@@ -247,6 +265,11 @@ impl Engine {
     /// Watermark (largest event time seen) per partition.
     pub fn watermarks(&self) -> &BTreeMap<u32, i64> {
         &self.watermarks
+    }
+
+    /// Largest arrival time seen per partition (`OrderKey::arrival`; absent: 0).
+    pub fn arrivals(&self) -> &BTreeMap<u32, i64> {
+        &self.arrivals
     }
 
     /// The window watermark per partition (what expiry goes by), for checkpoints.
@@ -326,17 +349,19 @@ impl Engine {
         self.dropped_below = None;
     }
 
-    /// Sets a partition's watermark: a worker taking a partition over resumes with the watermark
-    /// its previous owner had at the committed offset; `None` forgets the partition.
-    pub fn set_watermark(&mut self, partition: u32, watermark: Option<i64>) {
+    /// Sets a partition's watermark and arrival: a worker taking a partition over resumes with
+    /// those its previous owner had at the committed offset; `None` forgets the partition.
+    pub fn set_watermark(&mut self, partition: u32, watermark: Option<(i64, i64)>) {
         match watermark {
-            Some(w) => {
+            Some((w, arrival)) => {
                 self.horizons.insert(partition, Horizon::at(w));
-                self.watermarks.insert(partition, w)
+                self.watermarks.insert(partition, w);
+                self.arrivals.insert(partition, arrival);
             }
             None => {
                 self.horizons.remove(&partition);
-                self.watermarks.remove(&partition)
+                self.watermarks.remove(&partition);
+                self.arrivals.remove(&partition);
             }
         };
     }
@@ -347,13 +372,15 @@ impl Engine {
     }
 
     /// The order key a post at `at` with event time `time` gets when decided next: the
-    /// partition's watermark including this post (a post without a time takes the watermark).
-    /// Workers use it to decide posts of several partitions in the global order.
+    /// partition's watermark and arrival including this post (a post without a time takes the
+    /// watermark). Workers use it to decide posts of several partitions in the global order.
     pub fn order_key(&self, at: Position, time: Option<EventTime>) -> OrderKey {
         let wm = self.watermarks.get(&at.partition).copied();
         let t = time.map(|t| t.0).or(wm).unwrap_or(0);
+        let seen = self.arrivals.get(&at.partition).copied().unwrap_or(0);
         OrderKey {
             tau: wm.map_or(t, |w| w.max(t)),
+            arrival: at.arrival.map_or(seen, |a| a.max(seen)),
             partition: at.partition,
             seq: at.seq,
         }
@@ -370,6 +397,9 @@ impl Engine {
     ) -> Verdict {
         let key = self.order_key(at, time);
         self.watermarks.insert(at.partition, key.tau);
+        if key.arrival != 0 {
+            self.arrivals.insert(at.partition, key.arrival);
+        }
         let horizon = self.horizons.get(&at.partition).copied();
         let mut h = horizon;
         if let Some(t) = time.map(|t| t.0).or(horizon.is_none().then_some(key.tau)) {

@@ -28,7 +28,7 @@ fn id(s: &str) -> PostId {
 }
 
 fn at(partition: u32, seq: u64) -> Position {
-    Position { partition, seq }
+    Position::new(partition, seq)
 }
 
 const TEXT: &str = "今天早上地铁二号线又停运了上班的朋友们记得绕行";
@@ -77,7 +77,7 @@ fn a_partition_resumed_behind_expired_entries_is_detected_and_a_rebuild_restores
     );
     assert!(!e.lacks_generations_for(2000));
     // Taken over at an earlier committed offset: without a rebuild the copy is missed.
-    e.set_watermark(0, Some(500));
+    e.set_watermark(0, Some((500, 0)));
     assert!(matches!(
         e.decide(at(0, 2), &id("b"), Some(EventTime(500)), &a),
         Verdict::Unique { .. }

@@ -200,6 +200,7 @@ mod tests {
                     id: PostId(format!("{gen}-{i}")),
                     key: OrderKey {
                         tau: gen * 100 + i as i64,
+                        arrival: 0,
                         partition: 0,
                         seq: gen as u64 * 1000 + i,
                     },

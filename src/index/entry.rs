@@ -3,17 +3,31 @@
 use crate::types::{EventTime, Fingerprint, PostId};
 use crate::verify::Sketch;
 
-/// Version of the entry encoding; bump when the layout or the token hash changes.
-pub const ENTRY_FORMAT: u8 = 2;
+/// Version of the entry encoding written; `decode` also reads `ENTRY_FORMAT_V2` (keys without
+/// `arrival`).
+pub const ENTRY_FORMAT: u8 = 3;
+
+/// The previous entry encoding: the same fields but the order key's `arrival` (taken as 0).
+pub const ENTRY_FORMAT_V2: u8 = 2;
+
+/// Version of what stored entries mean (fingerprints, token hashes); a state dir written under
+/// another one cannot be reused. Bump when the token hash or the fingerprint changes.
+pub const ANALYSIS_FORMAT: u8 = 2;
 
 /// The total order of decisions: a post is compared only with entries whose key is smaller.
 /// `tau` is the deciding partition's watermark (largest event time seen in that partition up to
-/// and including the post), so keys grow along every partition; `seq` is the line number or
-/// offset within the partition. The file pipeline is one partition.
+/// and including the post), so keys grow along every partition; `arrival` breaks ties within an
+/// event second: the largest Kafka timestamp (ms) of the raw input records seen in the
+/// partition so far, so that in a live stream a post waits for other partitions only until they
+/// have seen a post that arrived after it, not until the next event second (0 for files and
+/// for records without a timestamp); `seq` is the line number or offset within the partition.
+/// The file pipeline is one partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct OrderKey {
     /// Partition watermark at the post, unix seconds.
     pub tau: i64,
+    /// Largest raw-record arrival time (unix ms) of the partition up to the post, or 0.
+    pub arrival: i64,
     /// Partition of the post (0 for files).
     pub partition: u32,
     /// Sequence number within the partition.
@@ -102,6 +116,7 @@ impl Entry {
         let text: String = self.chars.iter().collect();
         out.push(ENTRY_FORMAT);
         out.extend_from_slice(&self.key.tau.to_le_bytes());
+        out.extend_from_slice(&self.key.arrival.to_le_bytes());
         out.extend_from_slice(&self.key.partition.to_le_bytes());
         out.extend_from_slice(&self.key.seq.to_le_bytes());
         out.extend_from_slice(&self.time.0.to_le_bytes());
@@ -118,11 +133,18 @@ impl Entry {
     pub fn decode(buf: &[u8]) -> Result<(Entry, &[u8]), DecodeError> {
         let mut r = Reader(buf);
         let format = r.u8()?;
-        if format != ENTRY_FORMAT {
+        if format != ENTRY_FORMAT && format != ENTRY_FORMAT_V2 {
             return Err(DecodeError::Format(format));
         }
+        let tau = r.u64()? as i64;
+        let arrival = if format == ENTRY_FORMAT {
+            r.u64()? as i64
+        } else {
+            0
+        };
         let key = OrderKey {
-            tau: r.u64()? as i64,
+            tau,
+            arrival,
             partition: r.u32()?,
             seq: r.u64()?,
         };
@@ -194,6 +216,7 @@ mod tests {
     fn k(tau: i64, partition: u32, seq: u64) -> OrderKey {
         OrderKey {
             tau,
+            arrival: 0,
             partition,
             seq,
         }
@@ -224,6 +247,7 @@ mod tests {
             id: PostId("3350040253028385".into()),
             key: OrderKey {
                 tau: 1_304_404_747,
+                arrival: 1_304_404_747_250,
                 partition: 3,
                 seq: 42,
             },
@@ -242,5 +266,29 @@ mod tests {
         assert_eq!(d1, e);
         assert_eq!(d2, e);
         assert_eq!(Entry::decode(&buf[..10]), Err(DecodeError::Malformed));
+        // The previous format: no arrival.
+        let mut v2 = buf[..buf.len() / 2].to_vec();
+        v2[0] = ENTRY_FORMAT_V2;
+        v2.drain(9..17);
+        let (d, rest) = Entry::decode(&v2).unwrap();
+        assert!(rest.is_empty());
+        assert_eq!(d.key.arrival, 0);
+        assert_eq!(
+            (d.key.tau, d.key.seq, d.id),
+            (e.key.tau, e.key.seq, e.id.clone())
+        );
+    }
+
+    #[test]
+    fn arrival_orders_posts_of_one_event_second_before_the_partition_does() {
+        let at = |arrival, partition| OrderKey {
+            tau: 100,
+            arrival,
+            partition,
+            seq: 0,
+        };
+        assert!(at(5, 7) < at(6, 0));
+        assert!(at(5, 0) < at(5, 7));
+        assert!(at(9_999, 7) < k(101, 0, 0));
     }
 }

@@ -69,7 +69,7 @@ pub fn short_hash(text_hash: u64) -> u32 {
 /// One generation's entries.
 pub struct Store {
     meta: Vec<Meta>,
-    /// Per entry: tau, partition, seq, time, id length (u32), text length in bytes (u32), id,
+    /// Per entry: tau, arrival, partition, seq, time, id length (u32), text length in bytes (u32), id,
     /// text, token hashes (u32 each), all little-endian.
     cold: Box<dyn ColdStore>,
     record: Vec<u8>,
@@ -81,7 +81,7 @@ impl Default for Store {
     }
 }
 
-const HEADER: usize = 8 + 4 + 8 + 8 + 4 + 4;
+const HEADER: usize = 8 + 8 + 4 + 8 + 8 + 4 + 4;
 
 /// The cold part of an entry.
 pub struct Cold<'a> {
@@ -213,6 +213,7 @@ impl Store {
         let b = &mut self.record;
         b.clear();
         b.extend_from_slice(&e.key.tau.to_le_bytes());
+        b.extend_from_slice(&e.key.arrival.to_le_bytes());
         b.extend_from_slice(&e.key.partition.to_le_bytes());
         b.extend_from_slice(&e.key.seq.to_le_bytes());
         b.extend_from_slice(&e.time.0.to_le_bytes());
@@ -298,16 +299,17 @@ impl Store {
 fn parse(b: &[u8]) -> Option<Cold<'_>> {
     let u64_at = |i: usize| Some(u64::from_le_bytes(b.get(i..i + 8)?.try_into().ok()?));
     let u32_at = |i: usize| Some(u32::from_le_bytes(b.get(i..i + 4)?.try_into().ok()?));
-    let id_len = u32_at(28)? as usize;
-    let text_len = u32_at(32)? as usize;
+    let id_len = u32_at(36)? as usize;
+    let text_len = u32_at(40)? as usize;
     let text_end = HEADER + id_len + text_len;
     Some(Cold {
         key: OrderKey {
             tau: u64_at(0)? as i64,
-            partition: u32_at(8)?,
-            seq: u64_at(12)?,
+            arrival: u64_at(8)? as i64,
+            partition: u32_at(16)?,
+            seq: u64_at(20)?,
         },
-        time: EventTime(u64_at(20)? as i64),
+        time: EventTime(u64_at(28)? as i64),
         id: std::str::from_utf8(b.get(HEADER..HEADER + id_len)?).ok()?,
         text: b.get(HEADER + id_len..text_end)?,
         tokens: b.get(text_end..)?,
@@ -326,6 +328,7 @@ mod tests {
             id: PostId(id.into()),
             key: OrderKey {
                 tau: -5,
+                arrival: 1_700_000_000_123,
                 partition: 7,
                 seq,
             },

@@ -14,6 +14,7 @@ fn entry(n: u64, text: &str) -> Entry {
         id: PostId(format!("e{n}")),
         key: OrderKey {
             tau: n as i64,
+            arrival: 0,
             partition: 0,
             seq: n,
         },

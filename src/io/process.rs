@@ -154,7 +154,7 @@ impl<'t> Processor<'t> {
         out.id = Some(post.id.clone());
         self.analyzer.analyze(&post.text, &mut self.analyzed);
         self.lap(Stage::Analyze);
-        let at = Position { partition: 0, seq };
+        let at = Position::new(0, seq);
         let v = self
             .engine
             .decide(at, &post.id, post.created_at, &self.analyzed);

@@ -24,6 +24,7 @@ fn entry(id: &str, seq: u64) -> Entry {
         id: PostId(id.into()),
         key: OrderKey {
             tau: seq as i64,
+            arrival: 0,
             partition: 0,
             seq,
         },

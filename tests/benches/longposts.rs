@@ -64,10 +64,7 @@ fn main() {
             let ta = Instant::now();
             analyzer.analyze(text, &mut a);
             analysis += ta.elapsed().as_secs_f64();
-            let at = Position {
-                partition: 0,
-                seq: i as u64,
-            };
+            let at = Position::new(0, i as u64);
             let id = PostId(format!("long-{i}"));
             match engine.decide(at, &id, Some(EventTime(1_300_000_000 + i as i64)), &a) {
                 Verdict::Duplicate(_) => dups += 1,

@@ -44,6 +44,7 @@ fn synthetic(n: usize, gens: i64, per_checkpoint: usize) -> Vec<Vec<(i64, Entry)
                 id: PostId(format!("{}", 3_500_000_000_000_000u64 + i as u64)),
                 key: OrderKey {
                     tau: gen * 21_600,
+                    arrival: 0,
                     partition: 0,
                     seq: i as u64,
                 },

@@ -148,19 +148,12 @@ pub fn explain(
     analyzer.analyze(raw_b, &mut b);
     let blocks = cfg.index.blocks.clamp(1, 64);
     let (id_a, id_b) = (PostId("A".into()), PostId("B".into()));
-    engine.decide(
-        Position {
-            partition: 0,
-            seq: 0,
-        },
-        &id_a,
-        None,
-        &a,
-    );
+    engine.decide(Position::new(0, 0), &id_a, None, &a);
     let query = Query {
         id: &id_b,
         before: OrderKey {
             tau: i64::MAX,
+            arrival: i64::MAX,
             partition: u32::MAX,
             seq: u64::MAX,
         },
@@ -174,15 +167,7 @@ pub fn explain(
         .candidate_sources(&query)
         .first()
         .map(|(_, s)| *s);
-    let verdict = engine.decide(
-        Position {
-            partition: 0,
-            seq: 1,
-        },
-        &id_b,
-        None,
-        &b,
-    );
+    let verdict = engine.decide(Position::new(0, 1), &id_b, None, &b);
     let v = &cfg.verify;
     let (fa, fb) = (a.fingerprint(), b.fingerprint());
     let distance = fa.hamming(fb);

@@ -108,6 +108,10 @@ pub fn consumer_config(k: &KafkaConfig, group: &str) -> ClientConfig {
     // Eager: cooperative-sticky left partitions unassigned on tansu 0.6 after a member died
     // (measured); brokers that handle it can opt in through [kafka.consumer].
     c.set_if_absent("partition.assignment.strategy", "range,roundrobin");
+    // A fetch that finds nothing new returns after this long: librdkafka's 500 ms default
+    // added up to half a second per stage on brokers that hold an empty fetch for the whole
+    // wait (tansu 0.6; measured end-to-end at 1,000 posts/s: mean 1.37 s -> 0.65 s).
+    c.set_if_absent("fetch.wait.max.ms", "10");
     if metrics::global().enabled() {
         // Consumer lag per partition comes from librdkafka's statistics (RebalanceLog::stats).
         c.set_if_absent("statistics.interval.ms", "5000");

@@ -41,14 +41,15 @@ impl Bound {
     }
 }
 
-/// The last record a partition's owner decided: its offset and the partition watermark after it.
-pub(crate) type Last = Option<(u64, i64)>;
+/// The last record a partition's owner decided: its offset, and the partition watermark and
+/// arrival after it.
+pub(crate) type Last = Option<(u64, i64, i64)>;
 
 /// What the changelog's progress markers say about the partitions this worker does not own.
 #[derive(Debug, Default)]
 pub(crate) struct Progress {
     latest: BTreeMap<u32, (Bound, Last)>,
-    history: BTreeMap<u32, BTreeMap<u64, i64>>,
+    history: BTreeMap<u32, BTreeMap<u64, (i64, i64)>>,
 }
 
 impl Progress {
@@ -60,9 +61,9 @@ impl Progress {
             Bound::Key(lower_bound)
         };
         self.latest.insert(partition, (bound, last));
-        if let Some((offset, tau)) = last {
+        if let Some((offset, tau, arrival)) = last {
             let h = self.history.entry(partition).or_default();
-            h.insert(offset, tau);
+            h.insert(offset, (tau, arrival));
             while h.len() > MARKER_HISTORY {
                 h.pop_first();
             }
@@ -76,9 +77,9 @@ impl Progress {
             .map_or(Bound::Unknown, |(b, _)| *b)
     }
 
-    /// The newest marker before `offset`: (its record's offset, the watermark after it). A
-    /// worker resuming `partition` at `offset` starts from that watermark.
-    pub(crate) fn before(&self, partition: u32, offset: u64) -> Option<(u64, i64)> {
+    /// The newest marker before `offset`: (its record's offset, the watermark and arrival after
+    /// it). A worker resuming `partition` at `offset` starts from them.
+    pub(crate) fn before(&self, partition: u32, offset: u64) -> Option<(u64, (i64, i64))> {
         self.history
             .get(&partition)
             .and_then(|h| h.range(..offset).next_back())
@@ -95,7 +96,7 @@ pub(crate) fn local_bound(
     head: Option<OrderKey>,
     quiet: bool,
     started: bool,
-    watermark: Option<i64>,
+    (watermark, arrival): (Option<i64>, i64),
     next_offset: u64,
 ) -> Bound {
     if let Some(k) = head {
@@ -107,9 +108,14 @@ pub(crate) fn local_bound(
     if !started {
         return Bound::Unknown;
     }
-    // Watermarks never fall, so the next record's key is at least this.
+    // Watermarks and arrivals never fall, so the next record's key is at least this.
     Bound::Key(OrderKey {
         tau: watermark.unwrap_or(i64::MIN),
+        arrival: if watermark.is_some() {
+            arrival
+        } else {
+            i64::MIN
+        },
         partition,
         seq: routed_seq(next_offset, 0),
     })
@@ -134,12 +140,17 @@ pub(crate) fn may_decide(
 /// the partition and event time.
 pub(crate) fn next_in_order(
     engine: &Engine,
-    heads: impl IntoIterator<Item = (u32, u64, Option<EventTime>)>,
+    heads: impl IntoIterator<Item = (u32, u64, Option<EventTime>, Option<i64>)>,
 ) -> Option<(u32, OrderKey)> {
     heads
         .into_iter()
-        .map(|(partition, seq, time)| {
-            let key = engine.order_key(Position { partition, seq }, time);
+        .map(|(partition, seq, time, arrival)| {
+            let at = Position {
+                partition,
+                seq,
+                arrival,
+            };
+            let key = engine.order_key(at, time);
             (key, partition)
         })
         .min()
@@ -153,6 +164,7 @@ mod tests {
     fn key(tau: i64, partition: u32, seq: u64) -> OrderKey {
         OrderKey {
             tau,
+            arrival: 0,
             partition,
             seq,
         }
@@ -171,6 +183,21 @@ mod tests {
             "same time, higher partition waits"
         );
         assert!(!b.allows(&key(101, 0, 0), 0));
+    }
+
+    #[test]
+    fn within_an_event_second_arrival_comes_before_the_partition() {
+        let at = |arrival, partition| OrderKey {
+            tau: 100,
+            arrival,
+            partition,
+            seq: 0,
+        };
+        // Partition 0 has seen a record that arrived after the post of partition 5: the post
+        // goes without waiting for the next event second.
+        let b = local_bound(0, None, false, true, (Some(100), 100_020), 9);
+        assert!(b.allows(&at(100_010, 5), 0));
+        assert!(!b.allows(&at(100_030, 5), 0), "it may still get one before");
     }
 
     #[test]
@@ -193,13 +220,16 @@ mod tests {
     fn local_bound_prefers_the_head_then_idleness() {
         let head = key(50, 2, 7);
         assert_eq!(
-            local_bound(2, Some(head), true, true, None, 0),
+            local_bound(2, Some(head), true, true, (None, 0), 0),
             Bound::Key(head)
         );
-        assert_eq!(local_bound(2, None, true, false, None, 0), Bound::Idle);
-        assert_eq!(local_bound(2, None, false, false, None, 0), Bound::Unknown);
+        assert_eq!(local_bound(2, None, true, false, (None, 0), 0), Bound::Idle);
         assert_eq!(
-            local_bound(2, None, false, true, Some(40), 3),
+            local_bound(2, None, false, false, (None, 0), 0),
+            Bound::Unknown
+        );
+        assert_eq!(
+            local_bound(2, None, false, true, (Some(40), 0), 3),
             Bound::Key(key(40, 2, routed_seq(3, 0)))
         );
     }
@@ -208,17 +238,17 @@ mod tests {
     fn takeover_resumes_from_the_marker_before_the_offset() {
         let mut p = Progress::default();
         assert_eq!(p.bound(4), Bound::Unknown);
-        p.note(4, key(10, 4, 0), false, Some((9, 10)));
-        p.note(4, key(20, 4, 0), false, Some((19, 20)));
-        assert_eq!(p.before(4, 20), Some((19, 20)));
-        assert_eq!(p.before(4, 15), Some((9, 10)));
+        p.note(4, key(10, 4, 0), false, Some((9, 10, 10_500)));
+        p.note(4, key(20, 4, 0), false, Some((19, 20, 20_500)));
+        assert_eq!(p.before(4, 20), Some((19, (20, 20_500))));
+        assert_eq!(p.before(4, 15), Some((9, (10, 10_500))));
         assert_eq!(p.before(4, 9), None);
         assert_eq!(p.bound(4), Bound::Key(key(20, 4, 0)));
         p.note(4, OrderKey::default(), true, None);
         assert_eq!(p.bound(4), Bound::Idle);
         assert_eq!(
             p.before(4, 100),
-            Some((19, 20)),
+            Some((19, (20, 20_500))),
             "an idle marker keeps the history"
         );
     }
@@ -228,11 +258,11 @@ mod tests {
         let mut p = Progress::default();
         let n = MARKER_HISTORY as u64 + 10;
         for o in 0..n {
-            p.note(0, key(o as i64, 0, 0), false, Some((o, o as i64)));
+            p.note(0, key(o as i64, 0, 0), false, Some((o, o as i64, 0)));
         }
         assert_eq!(p.before(0, 10), None, "the 10 oldest markers are dropped");
-        assert_eq!(p.before(0, 11), Some((10, 10)));
-        assert_eq!(p.before(0, n), Some((n - 1, n as i64 - 1)));
+        assert_eq!(p.before(0, 11), Some((10, (10, 0))));
+        assert_eq!(p.before(0, n), Some((n - 1, (n as i64 - 1, 0))));
     }
 
     #[test]

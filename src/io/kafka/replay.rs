@@ -3,7 +3,8 @@
 //! 1. the raw partitions are merged by event time, as the route stage does;
 //! 2. each post is routed to its partition, and posts within a partition count up (live, they
 //!    are numbered by routed offset and place in the envelope: the same order);
-//! 3. all partitions are decided in the global order `(partition watermark, partition, offset)`.
+//! 3. all partitions are decided in the global order `(partition watermark, arrival, partition,
+//!    offset)`, arrival being the raw records' Kafka timestamps (`OrderKey::arrival`).
 //!
 //! Two replays of the same range give identical verdicts. A replay of a live run's input gives
 //! that run's verdicts when the live run had one route worker and no partition fell idle.
@@ -65,6 +66,8 @@ pub struct ReplayStats {
 /// A raw record of the range, admitted (or rejected) and timed for the merge.
 struct Raw {
     offset: i64,
+    /// The record's Kafka timestamp (unix ms), if any.
+    input_ms: Option<i64>,
     time: i64,
     post: Result<Decoded, Rejection>,
     line: Vec<u8>,
@@ -136,6 +139,7 @@ pub fn run(
                 p as u32,
                 *seq,
                 r.post.as_ref().ok().and_then(|x| x.created_at),
+                r.input_ms,
             ))
         });
         let Some((p, _)) = next_in_order(&engine, heads) else {
@@ -150,6 +154,7 @@ pub fn run(
         let at = Position {
             partition: p as u32,
             seq,
+            arrival: r.input_ms,
         };
         let t = metrics::global().timer();
         let v = engine.decide(at, &post.id, post.created_at, &a);
@@ -185,15 +190,15 @@ pub fn run(
     Ok(stats)
 }
 
-/// Merges the raw partitions by event time, as the route stage does (records without a time
-/// follow the latest time seen).
+/// Merges the raw partitions by event time and arrival, as the route stage does (records
+/// without a time follow the latest time seen).
 fn merge_by_time(mut parts: Vec<VecDeque<Raw>>) -> Vec<Raw> {
     let mut out = Vec::new();
     loop {
-        let heads = parts
-            .iter()
-            .enumerate()
-            .filter_map(|(i, q)| q.front().map(|r| (i as u32, r.time)));
+        let heads = parts.iter().enumerate().filter_map(|(i, q)| {
+            q.front()
+                .map(|r| (i as u32, r.time, r.input_ms.unwrap_or(0)))
+        });
         let Some(i) = earliest(heads) else { return out };
         if let Some(r) = parts[i as usize].pop_front() {
             out.push(r);
@@ -280,6 +285,7 @@ fn read_range(
         metrics::global().post_in();
         out[p].push_back(Raw {
             offset: o,
+            input_ms: m.timestamp().to_millis(),
             time,
             post,
             line,

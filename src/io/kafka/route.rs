@@ -193,7 +193,7 @@ pub fn run(
             progressed = true;
             let heads = parts
                 .iter()
-                .filter_map(|(p, x)| x.buf.front().map(|h| (*p, h.time)));
+                .filter_map(|(p, x)| x.buf.front().map(|h| (*p, h.time, h.input_ms.unwrap_or(0))));
             let Some(p) = earliest(heads) else {
                 break;
             };

@@ -237,9 +237,9 @@ pub struct Marker {
     pub lower_bound: OrderKey,
     /// The partition had no pending records (caught up for a while): it blocks nobody.
     pub idle: bool,
-    /// The last decided offset and the partition watermark there, if any: a worker taking the
-    /// partition over at `offset + 1` resumes with this watermark.
-    pub last: Option<(u64, i64)>,
+    /// The last decided offset and the partition watermark and arrival there, if any: a worker
+    /// taking the partition over at `offset + 1` resumes with them.
+    pub last: Option<(u64, i64, i64)>,
 }
 
 /// One changelog record.
@@ -267,14 +267,15 @@ pub fn encode_changelog(rec: &ChangelogRecord) -> Vec<u8> {
             }
         }
         ChangelogRecord::Marker(m) => {
-            out.push(2);
+            out.push(4);
             out.extend_from_slice(&m.partition.to_le_bytes());
             put_key(&mut out, &m.lower_bound);
             out.push(u8::from(m.idle));
             out.push(u8::from(m.last.is_some()));
-            let (o, t) = m.last.unwrap_or((0, 0));
+            let (o, t, a) = m.last.unwrap_or((0, 0, 0));
             out.extend_from_slice(&o.to_le_bytes());
             out.extend_from_slice(&t.to_le_bytes());
+            out.extend_from_slice(&a.to_le_bytes());
         }
     }
     out
@@ -304,16 +305,31 @@ pub fn decode_changelog(buf: &[u8]) -> Result<ChangelogRecord, WireError> {
             }
             Ok(ChangelogRecord::Entries(entries))
         }
-        2 => {
+        // 2: a marker without arrivals (written by earlier versions, taken as 0); 4: with them.
+        kind @ (2 | 4) => {
+            let with_arrival = kind == 4;
             let partition = r.u32().ok_or_else(err)?;
+            let tau = r.u64().ok_or_else(err)? as i64;
+            let key_arrival = if with_arrival {
+                r.u64().ok_or_else(err)? as i64
+            } else {
+                0
+            };
             let lower_bound = OrderKey {
-                tau: r.u64().ok_or_else(err)? as i64,
+                tau,
+                arrival: key_arrival,
                 partition: r.u32().ok_or_else(err)?,
                 seq: r.u64().ok_or_else(err)?,
             };
             let idle = r.u8().ok_or_else(err)? == 1;
             let has_last = r.u8().ok_or_else(err)? == 1;
-            let last = (r.u64().ok_or_else(err)?, r.u64().ok_or_else(err)? as i64);
+            let (offset, tau) = (r.u64().ok_or_else(err)?, r.u64().ok_or_else(err)? as i64);
+            let last_arrival = if with_arrival {
+                r.u64().ok_or_else(err)? as i64
+            } else {
+                0
+            };
+            let last = (offset, tau, last_arrival);
             Ok(ChangelogRecord::Marker(Marker {
                 partition,
                 lower_bound,
@@ -327,6 +343,7 @@ pub fn decode_changelog(buf: &[u8]) -> Result<ChangelogRecord, WireError> {
 
 fn put_key(out: &mut Vec<u8>, k: &OrderKey) {
     out.extend_from_slice(&k.tau.to_le_bytes());
+    out.extend_from_slice(&k.arrival.to_le_bytes());
     out.extend_from_slice(&k.partition.to_le_bytes());
     out.extend_from_slice(&k.seq.to_le_bytes());
 }
@@ -443,18 +460,34 @@ mod tests {
             partition: 3,
             lower_bound: OrderKey {
                 tau: 99,
+                arrival: 99_500,
                 partition: 3,
                 seq: 7,
             },
             idle: true,
-            last: Some((6, 98)),
+            last: Some((6, 98, 98_750)),
         });
-        assert_eq!(decode_changelog(&encode_changelog(&m)).unwrap(), m);
+        let buf = encode_changelog(&m);
+        assert_eq!(decode_changelog(&buf).unwrap(), m);
+        // A marker as earlier versions wrote it (kind 2, no arrivals) reads with arrivals 0.
+        let mut old = buf.clone();
+        old[4] = 2;
+        old.drain(old.len() - 8..);
+        old.drain(4 + 1 + 4 + 8..4 + 1 + 4 + 16);
+        let ChangelogRecord::Marker(o) = decode_changelog(&old).unwrap() else {
+            panic!("not a marker");
+        };
+        assert_eq!((o.lower_bound.arrival, o.last), (0, Some((6, 98, 0))));
+        assert_eq!(
+            (o.lower_bound.tau, o.lower_bound.seq, o.idle),
+            (99, 7, true)
+        );
         let text = "测试文本";
         let entry = |seq| Entry {
             id: PostId("x".into()),
             key: OrderKey {
                 tau: 5,
+                arrival: 5_001,
                 partition: 1,
                 seq,
             },

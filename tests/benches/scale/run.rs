@@ -81,10 +81,7 @@ impl<'t> Runner<'t> {
             self.filtered += 1;
             return;
         }
-        let at = Position {
-            partition: 0,
-            seq: self.seq,
-        };
+        let at = Position::new(0, self.seq);
         let verified = self.engine.stats().query.candidates;
         let v = self.engine.decide(at, &id, Some(EventTime(t)), &self.a);
         let ns = start.elapsed().as_nanos() as u64;
@@ -267,10 +264,7 @@ pub fn run(
         while r.bg_time() < p.time {
             r.background(&mut bg, &mut text);
         }
-        let at = Position {
-            partition: 0,
-            seq: r.seq,
-        };
+        let at = Position::new(0, r.seq);
         let start = Instant::now();
         r.analyzer.analyze(&p.text, &mut r.a);
         let verified = r.engine.stats().query.candidates;

@@ -70,6 +70,7 @@ pub fn query(o: Opened, raw: &str, tokenizer: &Tokenizer, limit: usize) -> Query
         id: &id,
         before: OrderKey {
             tau: i64::MAX,
+            arrival: i64::MAX,
             partition: u32::MAX,
             seq: u64::MAX,
         },
@@ -117,10 +118,7 @@ pub fn query(o: Opened, raw: &str, tokenizer: &Tokenizer, limit: usize) -> Query
     rows.retain(|n| seen.insert(n.id.clone()));
     rows.truncate(limit);
     let candidates = cands.len();
-    let pos = Position {
-        partition: 0,
-        seq: u64::MAX,
-    };
+    let pos = Position::new(0, u64::MAX);
     let verdict = VerdictView::of(&engine.decide(pos, &id, None, &a));
     QueryReport {
         text: raw.to_string(),

@@ -128,6 +128,7 @@ impl Worker<'_> {
             partition: SYNC_PARTITION,
             lower_bound: OrderKey {
                 tau: 0,
+                arrival: 0,
                 partition: SYNC_PARTITION,
                 seq: nonce,
             },
@@ -201,7 +202,7 @@ impl Worker<'_> {
             let value = encode_changelog(&ChangelogRecord::Marker(m));
             let tag = Tag::Marker {
                 partition: p,
-                last_offset: o.last.map(|(off, _)| off),
+                last_offset: o.last.map(|(off, _, _)| off),
             };
             let out = Out {
                 topic: &self.k.changelog_topic,

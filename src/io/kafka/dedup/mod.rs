@@ -216,13 +216,14 @@ impl<'a> Worker<'a> {
     fn head_key(&self, p: u32) -> Option<OrderKey> {
         let o = self.owned.get(&p).filter(|o| o.started)?;
         let s = o.buf.front()?;
-        let time = s.post.as_ref().ok().and_then(|r| r.created_at);
+        let post = s.post.as_ref().ok();
         Some(self.engine.order_key(
             Position {
                 partition: p,
                 seq: routed_seq(s.offset, s.index),
+                arrival: post.and_then(|r| r.input_ms),
             },
-            time,
+            post.and_then(|r| r.created_at),
         ))
     }
 
@@ -248,7 +249,15 @@ impl<'a> Worker<'a> {
             && o.fetch.may_be_caught_up()
             && self.upstream_quiet(idle_after);
         let watermark = self.engine.watermarks().get(&q).copied();
-        gate::local_bound(q, head, quiet, o.started, watermark, o.next_offset)
+        let arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
+        gate::local_bound(
+            q,
+            head,
+            quiet,
+            o.started,
+            (watermark, arrival),
+            o.next_offset,
+        )
     }
 
     /// Decides every record that is next in the global order; returns how many. Their index
@@ -268,8 +277,12 @@ impl<'a> Worker<'a> {
                 .filter(|(_, o)| o.started)
                 .filter_map(|(p, o)| {
                     let s = o.buf.front()?;
-                    let time = s.post.as_ref().ok().and_then(|r| r.created_at);
-                    Some((*p, routed_seq(s.offset, s.index), time))
+                    let post = s.post.as_ref().ok();
+                    let (time, arrival) = (
+                        post.and_then(|r| r.created_at),
+                        post.and_then(|r| r.input_ms),
+                    );
+                    Some((*p, routed_seq(s.offset, s.index), time, arrival))
                 });
             let Some((p, key)) = gate::next_in_order(&self.engine, heads) else {
                 return Ok(n);
@@ -349,8 +362,9 @@ impl<'a> Worker<'a> {
             return Ok(());
         }
         let tau = self.engine.watermarks().get(&p).copied().unwrap_or(0);
+        let arrival = self.engine.arrivals().get(&p).copied().unwrap_or(0);
         if let Some(o) = self.owned.get_mut(&p) {
-            o.last = Some((offset, tau));
+            o.last = Some((offset, tau, arrival));
             o.next_offset = offset + 1;
         }
         Ok(())
@@ -367,6 +381,7 @@ impl<'a> Worker<'a> {
         let at = Position {
             partition: p,
             seq: routed_seq(offset, index),
+            arrival: post.input_ms,
         };
         let t = metrics::global().timer();
         let v = self

@@ -11,7 +11,7 @@ use rdkafka::error::KafkaError as RdError;
 use rdkafka::Message;
 
 use super::super::client::{self, RebalanceEvent};
-use super::super::gate::Bound;
+use super::super::gate::{Bound, Last};
 use super::super::wire::{decode_routed_record, RoutedPost};
 use super::super::KafkaError;
 use super::{Clients, Worker, IDLE_WAIT};
@@ -43,8 +43,8 @@ pub(super) struct Owned {
     /// offset already is the end.
     pub(super) last_record: Instant,
     pub(super) fetch: client::FetchProgress,
-    pub(super) last: Option<(u64, i64)>,
-    pub(super) sent: Option<(Bound, Option<(u64, i64)>)>,
+    pub(super) last: Option<(u64, i64, i64)>,
+    pub(super) sent: Option<(Bound, Last)>,
     pub(super) sent_at: Instant,
     pub(super) acked_markers: VecDeque<u64>,
     pub(super) stored: Option<u64>,
@@ -169,7 +169,7 @@ impl Worker<'_> {
             .filter_map(|(p, o)| o.buf.front().map(|s| (*p, s.offset)))
             .collect();
         for (p, offset) in waiting {
-            let tau = self.progress.before(p, offset).map(|(o, t)| {
+            let mark = self.progress.before(p, offset).map(|(o, mark)| {
                 if o + 1 != offset {
                     tracing::warn!(
                         partition = p,
@@ -178,10 +178,10 @@ impl Worker<'_> {
                         "no progress marker right before the resume offset"
                     );
                 }
-                t
+                mark
             });
             self.engine
-                .set_watermark(p, if offset == 0 { None } else { tau });
+                .set_watermark(p, if offset == 0 { None } else { mark });
             if let Some(o) = self.owned.get_mut(&p) {
                 o.started = true;
                 o.next_offset = offset;
