@@ -581,7 +581,7 @@ mod tests {
             verify: Default::default(),
             window: Default::default(),
             empty_posts: EmptyPolicy::Pass,
-            order_tick_secs: 0,
+            visibility: Default::default(),
         })
         .unwrap();
         let mut a = Analyzed::default();

@@ -146,7 +146,7 @@ impl Config {
             verify: self.verify.clone(),
             window: self.window.clone(),
             empty_posts: self.text.empty_posts,
-            order_tick_secs: self.kafka.order_tick_secs,
+            visibility: self.kafka.visibility(),
         }
     }
 

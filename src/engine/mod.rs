@@ -12,6 +12,7 @@ use crate::hist::Hist;
 use crate::index::grams::{distinct_bigrams, Gram};
 use crate::index::{
     Entry, EntryRef, Index, IndexConfig, LayoutError, OrderKey, Query, QueryStats, Scratch,
+    Visibility,
 };
 use crate::text::normalize::{Normalizer, Removed};
 use crate::text::tokenize::{Tokenizer, WeightedToken};
@@ -150,8 +151,8 @@ pub struct EngineConfig {
     pub window: WindowConfig,
     /// Empty-post policy.
     pub empty_posts: EmptyPolicy,
-    /// Cross-partition visibility tick in event-time seconds (`OrderKey::sees`); 0 = strict order.
-    pub order_tick_secs: u64,
+    /// Cross-partition visibility (`OrderKey::sees`); the default is the strict order.
+    pub visibility: Visibility,
 }
 
 /// Engine construction errors (all are configuration errors).
@@ -217,7 +218,7 @@ pub struct Engine {
     /// unconfirmed outliers (`Window::advance`).
     horizons: BTreeMap<u32, Horizon>,
     empty_posts: EmptyPolicy,
-    order_tick_secs: u64,
+    visibility: Visibility,
     scratch: Scratch,
     pending: Vec<(i64, Entry)>,
     stats: EngineStats,
@@ -244,7 +245,7 @@ impl Engine {
             arrivals: BTreeMap::new(),
             horizons: BTreeMap::new(),
             empty_posts: cfg.empty_posts,
-            order_tick_secs: cfg.order_tick_secs,
+            visibility: cfg.visibility,
             scratch: Scratch::default(),
             pending: Vec::new(),
             stats: EngineStats::default(),
@@ -433,7 +434,7 @@ impl Engine {
         let query = Query {
             id,
             before: key,
-            tick_secs: self.order_tick_secs,
+            visibility: self.visibility,
             min_gen,
             sketch: a.sketch(),
             grams: &a.grams,

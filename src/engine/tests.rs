@@ -13,7 +13,7 @@ fn cfg() -> EngineConfig {
             max_watermark_step_secs: 0,
         },
         empty_posts: EmptyPolicy::Pass,
-        order_tick_secs: 0,
+        visibility: Default::default(),
     }
 }
 

@@ -34,17 +34,59 @@ pub struct OrderKey {
     pub seq: u64,
 }
 
+/// How much of the other partitions' decisions a post sees (`OrderKey::sees`). By default
+/// every entry ordered before it: the strict order, in which dedup workers that own different
+/// partitions wait for each other post by post. Two relaxations let them decide in parallel; both
+/// are rules on the keys, so verdicts still depend only on the routed topic's contents. The file
+/// pipeline is one partition: neither ever matters there.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Visibility {
+    /// Event-time tick in seconds: across partitions, a post sees entries of earlier ticks only,
+    /// and workers wait for each other once per tick (0 = off).
+    pub tick_secs: u64,
+    /// Live slack in ms: a live post does not see another partition's entries of its own event
+    /// second that arrived less than this before it, so a worker waits for the others only
+    /// until they have decided what arrived `slack_ms` before its post (0 = off).
+    pub slack_ms: u64,
+    /// A post is live when its arrival lies at most this many seconds after its partition
+    /// watermark (a backlog read long after its event times keeps the strict order).
+    pub live_lag_secs: u64,
+}
+
 impl OrderKey {
     /// Whether a post with key `self` sees an entry with key `e`. Within its own partition a
-    /// post sees every earlier entry. Across partitions it sees entries of earlier event-time
-    /// ticks of `tick_secs` seconds only (every entry ordered before it when `tick_secs` is 0):
-    /// partitions then decide one tick in parallel, and a worker waits for the others only at
-    /// tick boundaries. The file pipeline is one partition, so the tick never matters there.
-    pub fn sees(&self, e: &OrderKey, tick_secs: u64) -> bool {
-        if e.partition == self.partition || tick_secs == 0 {
+    /// post sees every earlier entry; across partitions, those before its `horizon`, or with
+    /// ticks (`Visibility::tick_secs`) those of earlier ticks.
+    pub fn sees(&self, e: &OrderKey, v: &Visibility) -> bool {
+        if e.partition == self.partition {
             return e < self;
         }
-        tick(e.tau, tick_secs) < tick(self.tau, tick_secs)
+        if v.tick_secs > 0 {
+            return tick(e.tau, v.tick_secs) < tick(self.tau, v.tick_secs);
+        }
+        *e < self.horizon(v)
+    }
+
+    /// The key below which this post sees other partitions' entries (without ticks): itself
+    /// in the strict order; for a live post with a slack, the start of its own arrival less
+    /// the slack, within its event second.
+    pub fn horizon(&self, v: &Visibility) -> OrderKey {
+        if v.slack_ms == 0 || !self.is_live(v) {
+            return *self;
+        }
+        OrderKey {
+            tau: self.tau,
+            arrival: self.arrival.saturating_sub(v.slack_ms as i64),
+            partition: 0,
+            seq: 0,
+        }
+    }
+
+    /// Whether the arrival lies at most `live_lag_secs` after the watermark.
+    fn is_live(&self, v: &Visibility) -> bool {
+        self.arrival > 0
+            && self.arrival.saturating_sub(self.tau.saturating_mul(1000))
+                <= (v.live_lag_secs as i64).saturating_mul(1000)
     }
 
     /// The event-time tick of this key.
@@ -224,20 +266,53 @@ mod tests {
 
     #[test]
     fn own_partition_sees_every_earlier_post_other_partitions_only_earlier_ticks() {
+        let tick = |tick_secs| Visibility {
+            tick_secs,
+            ..Visibility::default()
+        };
+        let (t10, t0) = (&tick(10), &tick(0));
         let post = k(105, 1, 50);
         // Own partition: by key, whatever the tick.
-        assert!(post.sees(&k(105, 1, 49), 10));
-        assert!(!post.sees(&k(105, 1, 51), 10));
+        assert!(post.sees(&k(105, 1, 49), t10));
+        assert!(!post.sees(&k(105, 1, 51), t10));
         // Other partitions: only earlier ticks (100..109 is one tick of 10 s).
-        assert!(post.sees(&k(99, 0, 7), 10));
-        assert!(!post.sees(&k(100, 0, 7), 10));
-        assert!(!post.sees(&k(104, 0, 7), 10));
+        assert!(post.sees(&k(99, 0, 7), t10));
+        assert!(!post.sees(&k(100, 0, 7), t10));
+        assert!(!post.sees(&k(104, 0, 7), t10));
         // Tick 0: strict order across partitions.
-        assert!(post.sees(&k(104, 0, 7), 0));
-        assert!(post.sees(&k(105, 0, 7), 0));
-        assert!(!post.sees(&k(105, 2, 0), 0));
+        assert!(post.sees(&k(104, 0, 7), t0));
+        assert!(post.sees(&k(105, 0, 7), t0));
+        assert!(!post.sees(&k(105, 2, 0), t0));
         // Negative times fall into earlier ticks, not tick 0.
         assert_eq!(k(-1, 0, 0).tick(10), -1);
+    }
+
+    #[test]
+    fn a_live_post_does_not_see_other_partitions_within_the_slack() {
+        let v = Visibility {
+            slack_ms: 250,
+            live_lag_secs: 60,
+            ..Visibility::default()
+        };
+        let at = |tau, arrival, partition| OrderKey {
+            tau,
+            arrival,
+            partition,
+            seq: 9,
+        };
+        let post = at(100, 100_400, 1);
+        assert!(post.sees(&at(100, 100_100, 0), &v), "300 ms before it");
+        assert!(!post.sees(&at(100, 100_200, 0), &v), "200 ms before it");
+        assert!(post.sees(&at(100, 100_300, 1), &v), "its own partition");
+        assert!(
+            post.sees(&at(99, 100_390, 2), &v),
+            "an earlier event second"
+        );
+        // A backlog (arrivals far past the event times) keeps the strict order.
+        let old = at(100, 900_000, 1);
+        assert!(old.sees(&at(100, 899_900, 0), &v));
+        assert_eq!(old.horizon(&v), old);
+        assert_eq!(post.horizon(&Visibility::default()), post);
     }
 
     #[test]

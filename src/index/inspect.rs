@@ -129,7 +129,7 @@ impl Index {
             .into_iter()
             .filter(|(r, _)| {
                 self.get(*r)
-                    .is_some_and(|e| e.id != *q.id && q.before.sees(&e.key, q.tick_secs))
+                    .is_some_and(|e| e.id != *q.id && q.before.sees(&e.key, &q.visibility))
             })
             .collect()
     }

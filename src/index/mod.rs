@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use build::Indexer;
 use candidates::PREFETCH_AHEAD;
 use cold::ColdFactory;
-pub use entry::{Entry, OrderKey};
+pub use entry::{Entry, OrderKey, Visibility};
 use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
 use postings::Postings;
@@ -131,8 +131,8 @@ pub struct Query<'a> {
     /// The post's order key: only entries it sees (`OrderKey::sees`) are candidates (entries of
     /// other partitions may already hold later posts).
     pub before: OrderKey,
-    /// Event-time tick of the cross-partition visibility rule (`OrderKey::sees`).
-    pub tick_secs: u64,
+    /// The cross-partition visibility rule (`OrderKey::sees`).
+    pub visibility: Visibility,
     /// Only generations from this one on are in the post's window.
     pub min_gen: i64,
     /// Verification view of the post.
@@ -383,7 +383,7 @@ impl Index {
                     continue;
                 };
                 if cold.id != q.id.0
-                    && q.before.sees(&cold.key, q.tick_secs)
+                    && q.before.sees(&cold.key, &q.visibility)
                     && seg.same_text(slot, &cold, q.sketch.chars)
                 {
                     let e = cold.sketch(
@@ -447,7 +447,7 @@ impl Index {
                 stats.cold_read_errors += 1;
                 continue;
             };
-            if cold.id == q.id.0 || !q.before.sees(&cold.key, q.tick_secs) {
+            if cold.id == q.id.0 || !q.before.sees(&cold.key, &q.visibility) {
                 continue;
             }
             stats.candidates += 1;

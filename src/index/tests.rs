@@ -91,7 +91,7 @@ proptest! {
             let q = Query {
                 id: &e.id,
                 before: e.key,
-                tick_secs: 0,
+                visibility: Default::default(),
                 min_gen: 0,
                 sketch: e.sketch(),
                 grams: &g,
@@ -135,7 +135,7 @@ fn a_32_bit_hash_collision_does_not_hide_an_exact_match() {
     let query = Query {
         id: &q.id,
         before: q.key,
-        tick_secs: 0,
+        visibility: Default::default(),
         min_gen: 0,
         sketch: q.sketch(),
         grams: &[],

@@ -119,7 +119,7 @@ mod tests {
                 verify: Default::default(),
                 window: Default::default(),
                 empty_posts: crate::engine::EmptyPolicy::Pass,
-                order_tick_secs: 0,
+                visibility: Default::default(),
             },
             output: Default::default(),
             state: Default::default(),

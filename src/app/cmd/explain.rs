@@ -157,7 +157,7 @@ pub fn explain(
             partition: u32::MAX,
             seq: u64::MAX,
         },
-        tick_secs: 0,
+        visibility: Default::default(),
         min_gen: i64::MIN,
         sketch: b.sketch(),
         grams: &b.grams,

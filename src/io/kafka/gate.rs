@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 
 use crate::engine::{Engine, Position};
-use crate::index::OrderKey;
+use crate::index::{OrderKey, Visibility};
 use crate::types::EventTime;
 
 use super::wire::routed_seq;
@@ -31,10 +31,10 @@ pub(crate) enum Bound {
 impl Bound {
     /// Whether a post with key `k` (of another partition) can be decided: no record still to
     /// come on this partition is one `k` would see (`OrderKey::sees`).
-    pub(crate) fn allows(self, k: &OrderKey, tick_secs: u64) -> bool {
+    pub(crate) fn allows(self, k: &OrderKey, v: &Visibility) -> bool {
         match self {
-            Bound::Key(b) if tick_secs > 0 => b.tick(tick_secs) >= k.tick(tick_secs),
-            Bound::Key(b) => b > *k,
+            Bound::Key(b) if v.tick_secs > 0 => b.tick(v.tick_secs) >= k.tick(v.tick_secs),
+            Bound::Key(b) => b > k.horizon(v),
             Bound::Idle => true,
             Bound::Unknown => false,
         }
@@ -127,12 +127,12 @@ pub(crate) fn may_decide(
     key: &OrderKey,
     partition: u32,
     partitions: u32,
-    tick_secs: u64,
+    v: &Visibility,
     bound: impl Fn(u32) -> Bound,
 ) -> bool {
     (0..partitions)
         .filter(|q| *q != partition)
-        .all(|q| bound(q).allows(key, tick_secs))
+        .all(|q| bound(q).allows(key, v))
 }
 
 /// The partition whose head comes first in the global order, with its order key (as
@@ -161,6 +161,17 @@ pub(crate) fn next_in_order(
 mod tests {
     use super::*;
 
+    const STRICT: Visibility = Visibility {
+        tick_secs: 0,
+        slack_ms: 0,
+        live_lag_secs: 0,
+    };
+    const TICK10: Visibility = Visibility {
+        tick_secs: 10,
+        slack_ms: 0,
+        live_lag_secs: 0,
+    };
+
     fn key(tau: i64, partition: u32, seq: u64) -> OrderKey {
         OrderKey {
             tau,
@@ -173,16 +184,16 @@ mod tests {
     #[test]
     fn a_key_bound_allows_only_smaller_keys() {
         let b = Bound::Key(key(100, 1, 5));
-        assert!(b.allows(&key(99, 2, 9), 0));
+        assert!(b.allows(&key(99, 2, 9), &STRICT));
         assert!(
-            b.allows(&key(100, 0, 9), 0),
+            b.allows(&key(100, 0, 9), &STRICT),
             "same time, lower partition first"
         );
         assert!(
-            !b.allows(&key(100, 2, 0), 0),
+            !b.allows(&key(100, 2, 0), &STRICT),
             "same time, higher partition waits"
         );
-        assert!(!b.allows(&key(101, 0, 0), 0));
+        assert!(!b.allows(&key(101, 0, 0), &STRICT));
     }
 
     #[test]
@@ -196,24 +207,38 @@ mod tests {
         // Partition 0 has seen a record that arrived after the post of partition 5: the post
         // goes without waiting for the next event second.
         let b = local_bound(0, None, false, true, (Some(100), 100_020), 9);
-        assert!(b.allows(&at(100_010, 5), 0));
-        assert!(!b.allows(&at(100_030, 5), 0), "it may still get one before");
+        assert!(b.allows(&at(100_010, 5), &STRICT));
+        assert!(
+            !b.allows(&at(100_030, 5), &STRICT),
+            "it may still get one before"
+        );
+        // With a live slack of 250 ms, a live post waits only for what arrived 250 ms before it.
+        let live = Visibility {
+            slack_ms: 250,
+            live_lag_secs: 60,
+            ..STRICT
+        };
+        assert!(b.allows(&at(100_260, 5), &live));
+        assert!(!b.allows(&at(100_280, 5), &live));
     }
 
     #[test]
     fn idle_allows_everything_and_unknown_nothing() {
         let k = key(i64::MAX, u32::MAX, u64::MAX);
-        assert!(Bound::Idle.allows(&k, 0));
-        assert!(!Bound::Unknown.allows(&key(i64::MIN, 0, 0), 0));
+        assert!(Bound::Idle.allows(&k, &STRICT));
+        assert!(!Bound::Unknown.allows(&key(i64::MIN, 0, 0), &STRICT));
     }
 
     #[test]
     fn with_ticks_a_bound_allows_its_own_tick() {
         // Within one tick posts of different partitions do not see each other.
         let b = Bound::Key(key(100, 3, 0));
-        assert!(b.allows(&key(109, 0, 0), 10), "same tick, later time");
-        assert!(!b.allows(&key(110, 0, 0), 10), "a later tick waits");
-        assert!(b.allows(&key(100, 5, 7), 10), "same tick, any partition");
+        assert!(b.allows(&key(109, 0, 0), &TICK10), "same tick, later time");
+        assert!(!b.allows(&key(110, 0, 0), &TICK10), "a later tick waits");
+        assert!(
+            b.allows(&key(100, 5, 7), &TICK10),
+            "same tick, any partition"
+        );
     }
 
     #[test]
@@ -270,9 +295,9 @@ mod tests {
         let k = key(10, 1, 0);
         let bounds = [Bound::Idle, Bound::Unknown, Bound::Key(key(11, 2, 0))];
         assert!(
-            may_decide(&k, 1, 3, 0, |q| bounds[q as usize]),
+            may_decide(&k, 1, 3, &STRICT, |q| bounds[q as usize]),
             "its own bound is not asked"
         );
-        assert!(!may_decide(&k, 0, 3, 0, |q| bounds[q as usize]));
+        assert!(!may_decide(&k, 0, 3, &STRICT, |q| bounds[q as usize]));
     }
 }

@@ -60,6 +60,15 @@ pub struct KafkaConfig {
     /// file pipeline's verdicts, but several workers run in lock step on a backlog. Must be the
     /// same for every worker and replay of a topology.
     pub order_tick_secs: u64,
+    /// Live slack, in ms: a live post (`live_lag_secs`) does not see another routed partition's
+    /// posts of its own event second that arrived (raw record timestamp) less than this before
+    /// it, so dedup workers wait for each other only until the others have decided what arrived
+    /// that long before, instead of post by post. A backlog keeps the strict order. 0 = strict
+    /// order always. Must be the same for every worker and replay of a topology.
+    pub live_slack_ms: u64,
+    /// A post is live when its raw record arrived at most this many seconds after the event
+    /// time its routed partition had reached (see `live_slack_ms`).
+    pub live_lag_secs: u64,
     /// Shutdown deadline: finish, flush and commit within this time after the first signal. `run`
     /// and `passthrough` end the process (exit code 1) 2 s past it.
     pub shutdown_timeout_ms: u64,
@@ -87,6 +96,8 @@ impl Default for KafkaConfig {
             idle_after_ms: 2_000,
             marker_interval_ms: 50,
             order_tick_secs: 0,
+            live_slack_ms: 250,
+            live_lag_secs: 60,
             shutdown_timeout_ms: 30_000,
             consumer: BTreeMap::new(),
             producer: BTreeMap::new(),
@@ -95,6 +106,15 @@ impl Default for KafkaConfig {
 }
 
 impl KafkaConfig {
+    /// The cross-partition visibility rule these settings give (`OrderKey::sees`).
+    pub fn visibility(&self) -> crate::index::Visibility {
+        crate::index::Visibility {
+            tick_secs: self.order_tick_secs,
+            slack_ms: self.live_slack_ms,
+            live_lag_secs: self.live_lag_secs,
+        }
+    }
+
     /// The output topic of a sink.
     pub fn topic_for(&self, sink: crate::io::records::Sink) -> &str {
         use crate::io::records::Sink;

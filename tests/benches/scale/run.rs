@@ -292,7 +292,7 @@ pub fn run(
                     let q = Query {
                         id: &p.id,
                         before,
-                        tick_secs: 0,
+                        visibility: Default::default(),
                         min_gen: r.engine.window().min_live_generation(before.tau),
                         sketch: r.a.sketch(),
                         grams: &r.a.grams,

@@ -74,7 +74,7 @@ pub fn query(o: Opened, raw: &str, tokenizer: &Tokenizer, limit: usize) -> Query
             partition: u32::MAX,
             seq: u64::MAX,
         },
-        tick_secs: 0,
+        visibility: Default::default(),
         min_gen,
         sketch: a.sketch(),
         grams: &a.grams,

@@ -287,8 +287,8 @@ impl<'a> Worker<'a> {
             let Some((p, key)) = gate::next_in_order(&self.engine, heads) else {
                 return Ok(n);
             };
-            let tick_secs = self.k.order_tick_secs;
-            if !gate::may_decide(&key, p, self.partitions, tick_secs, |q| self.bound(q)) {
+            let v = self.k.visibility();
+            if !gate::may_decide(&key, p, self.partitions, &v, |q| self.bound(q)) {
                 return Ok(n);
             }
             self.decide_one(c, p)?;
