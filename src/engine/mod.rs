@@ -374,14 +374,22 @@ impl Engine {
 
     /// The order key a post at `at` with event time `time` gets when decided next: the
     /// partition's watermark and arrival including this post (a post without a time takes the
-    /// watermark). Workers use it to decide posts of several partitions in the global order.
+    /// watermark). Only a live post's arrival counts (`Visibility::is_live`): a backlog keeps
+    /// the order by partition within an event second, which lets several workers decide long
+    /// runs of one partition between waits. Workers use the key to decide posts of several
+    /// partitions in the global order.
     pub fn order_key(&self, at: Position, time: Option<EventTime>) -> OrderKey {
         let wm = self.watermarks.get(&at.partition).copied();
         let t = time.map(|t| t.0).or(wm).unwrap_or(0);
+        let tau = wm.map_or(t, |w| w.max(t));
         let seen = self.arrivals.get(&at.partition).copied().unwrap_or(0);
+        let own = at
+            .arrival
+            .filter(|a| self.visibility.is_live(tau, *a))
+            .unwrap_or(0);
         OrderKey {
-            tau: wm.map_or(t, |w| w.max(t)),
-            arrival: at.arrival.map_or(seen, |a| a.max(seen)),
+            tau,
+            arrival: own.max(seen),
             partition: at.partition,
             seq: at.seq,
         }

@@ -153,3 +153,25 @@ fn empty_posts_follow_the_policy() {
         matches!(reject.decide(at(0, 1), &id("x"), None, &a), Verdict::Rejected(r) if r.reason == RejectReason::Empty)
     );
 }
+
+#[test]
+fn only_a_live_posts_arrival_orders_it_and_the_arrival_never_falls() {
+    let mut c = cfg();
+    c.visibility.live_lag_secs = 60;
+    let e = Engine::new(&c).unwrap();
+    let arriving = |ms| Position {
+        arrival: Some(ms),
+        ..at(3, 1)
+    };
+    let t = Some(EventTime(1_000));
+    assert_eq!(e.order_key(arriving(1_000_400), t).arrival, 1_000_400);
+    // Read a day after its event time: a backlog, ordered by partition within the second.
+    assert_eq!(e.order_key(arriving(87_400_000), t).arrival, 0);
+    let mut e = Engine::new(&c).unwrap();
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    e.decide(arriving(1_000_400), &id("a"), t, &post(&tok, TEXT));
+    assert_eq!(e.arrivals().get(&3), Some(&1_000_400));
+    // A later backlog post of the partition keeps the largest arrival: keys only grow.
+    assert_eq!(e.order_key(arriving(87_400_000), t).arrival, 1_000_400);
+    assert_eq!(e.order_key(at(3, 2), t).arrival, 1_000_400);
+}

@@ -17,16 +17,17 @@ pub const ANALYSIS_FORMAT: u8 = 2;
 /// The total order of decisions: a post is compared only with entries whose key is smaller.
 /// `tau` is the deciding partition's watermark (largest event time seen in that partition up to
 /// and including the post), so keys grow along every partition; `arrival` breaks ties within an
-/// event second: the largest Kafka timestamp (ms) of the raw input records seen in the
+/// event second: the largest Kafka timestamp (ms) of the live raw input records seen in the
 /// partition so far, so that in a live stream a post waits for other partitions only until they
-/// have seen a post that arrived after it, not until the next event second (0 for files and
-/// for records without a timestamp); `seq` is the line number or offset within the partition.
+/// have seen a post that arrived after it, not until the next event second (0 for files, for
+/// records without a timestamp and for a backlog); `seq` is the line number or offset within the partition.
 /// The file pipeline is one partition.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct OrderKey {
     /// Partition watermark at the post, unix seconds.
     pub tau: i64,
-    /// Largest raw-record arrival time (unix ms) of the partition up to the post, or 0.
+    /// Largest raw-record arrival time (unix ms) of the partition's live posts up to the post
+    /// (`Visibility::is_live`), or 0.
     pub arrival: i64,
     /// Partition of the post (0 for files).
     pub partition: u32,
@@ -51,6 +52,16 @@ pub struct Visibility {
     /// A post is live when its arrival lies at most this many seconds after its partition
     /// watermark (a backlog read long after its event times keeps the strict order).
     pub live_lag_secs: u64,
+}
+
+impl Visibility {
+    /// Whether a post that arrived at `arrival` (unix ms) with its partition at watermark `tau`
+    /// (unix s) is live: it arrived at most `live_lag_secs` after the watermark.
+    pub fn is_live(&self, tau: i64, arrival: i64) -> bool {
+        arrival > 0
+            && arrival.saturating_sub(tau.saturating_mul(1000))
+                <= (self.live_lag_secs as i64).saturating_mul(1000)
+    }
 }
 
 impl OrderKey {
@@ -82,11 +93,8 @@ impl OrderKey {
         }
     }
 
-    /// Whether the arrival lies at most `live_lag_secs` after the watermark.
     fn is_live(&self, v: &Visibility) -> bool {
-        self.arrival > 0
-            && self.arrival.saturating_sub(self.tau.saturating_mul(1000))
-                <= (v.live_lag_secs as i64).saturating_mul(1000)
+        v.is_live(self.tau, self.arrival)
     }
 
     /// The event-time tick of this key.

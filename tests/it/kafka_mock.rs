@@ -33,7 +33,7 @@ fn verdicts(unique: &[u8], dups: &[u8], rejected: &[u8]) -> BTreeMap<String, Str
 
 fn export(k: &KafkaConfig, topic: &str) -> Vec<u8> {
     let mut out = Vec::new();
-    tools::export(k, topic, &mut out, Duration::from_millis(500)).unwrap();
+    tools::export(k, topic, &mut out, Duration::from_millis(500), false).unwrap();
     out
 }
 
@@ -94,6 +94,30 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
         (got, (rs, ds))
     });
     assert_eq!(stats.0.records, 31, "route saw every record");
+    // Outputs are timed against their raw records: a timestamped export, and the end-to-end
+    // latency histogram counted every verdict.
+    let mut stamped = Vec::new();
+    tools::export(
+        &k,
+        &k.unique_topic,
+        &mut stamped,
+        Duration::from_millis(500),
+        true,
+    )
+    .unwrap();
+    let stamped = String::from_utf8_lossy(&stamped);
+    assert!(stamped.lines().count() > 0);
+    for line in stamped.lines() {
+        let (ms, value) = line.split_once('\t').expect("a timestamp and a tab");
+        assert!(ms.parse::<i64>().unwrap() > 1_600_000_000_000, "{line}");
+        assert!(value.starts_with('{'), "{line}");
+    }
+    let text = simdedup::metrics::global().render();
+    let count = text
+        .lines()
+        .find_map(|l| l.strip_prefix("simdedup_end_to_end_latency_seconds_count "))
+        .and_then(|n| n.parse::<u64>().ok());
+    assert!(count.is_some_and(|n| n >= stats.1.records), "{count:?}");
 
     let dir = tempfile::tempdir().unwrap();
     let outs = Outs::in_dir(dir.path(), "file");

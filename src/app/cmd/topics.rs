@@ -57,6 +57,10 @@ pub struct ExportArgs {
     /// Stop after this many milliseconds without a record.
     #[arg(long, default_value_t = 3000)]
     pub idle_ms: u64,
+    /// Start every line with the record's Kafka timestamp in unix ms (-1 if it has none) and a
+    /// tab: `<ms>\t<value>` (end-to-end latency is output time minus input time).
+    #[arg(long)]
+    pub timestamps: bool,
 }
 
 pub(crate) const PASSTHROUGH_HELP: &str = "Example:
@@ -118,6 +122,7 @@ pub(crate) fn export(a: ExportArgs) -> CmdResult {
         &a.topic,
         &mut out,
         std::time::Duration::from_millis(a.idle_ms),
+        a.timestamps,
     )
     .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     out.flush().map_err(|e| (EXIT_FAILURE, e.to_string()))?;

@@ -67,7 +67,8 @@ pub struct KafkaConfig {
     /// order always. Must be the same for every worker and replay of a topology.
     pub live_slack_ms: u64,
     /// A post is live when its raw record arrived at most this many seconds after the event
-    /// time its routed partition had reached (see `live_slack_ms`).
+    /// time its routed partition had reached: only live posts get the slack (`live_slack_ms`),
+    /// and only their arrival orders posts of one event second before the partition does.
     pub live_lag_secs: u64,
     /// Shutdown deadline: finish, flush and commit within this time after the first signal. `run`
     /// and `passthrough` end the process (exit code 1) 2 s past it.

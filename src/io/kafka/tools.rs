@@ -113,12 +113,14 @@ fn send_retrying(
 }
 
 /// Writes every record of `topic` (all partitions, from the beginning) to `out`, one per line,
-/// until no record arrived for `idle`; returns the count.
+/// until no record arrived for `idle`; returns the count. With `timestamps`, each line starts
+/// with the record's Kafka timestamp in unix ms (-1 without one) and a tab.
 pub fn export(
     k: &KafkaConfig,
     topic: &str,
     out: &mut dyn Write,
     idle: Duration,
+    timestamps: bool,
 ) -> Result<u64, KafkaError> {
     let consumer: BaseConsumer<client::QuietContext> =
         client::reader_config(k).create_with_context(client::QuietContext)?;
@@ -138,6 +140,10 @@ pub fn export(
     while last.elapsed() < idle {
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
+                if timestamps {
+                    let ms = m.timestamp().to_millis().unwrap_or(-1);
+                    write!(out, "{ms}\t").map_err(|e| KafkaError::Config(e.to_string()))?;
+                }
                 out.write_all(m.payload().unwrap_or_default())
                     .and_then(|_| out.write_all(b"\n"))
                     .map_err(|e| KafkaError::Config(e.to_string()))?;

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Live latency of the Kafka topology on a local tansu broker: `simdedup generate` writes posts
+# into an 8-partition raw topic at RATE posts/s for SECS seconds, with event times that follow
+# the wall clock (--start now --event-rate RATE), while the workers decide them. Latency of a
+# post = the Kafka timestamp of its output record (unique, duplicate event or rejection) minus
+# its raw record's, both read back with `simdedup export --timestamps`.
+#   scripts/bench-live.sh WORKERS RATE SECS
+# WORKERS: `all` (one `run --role all`) or N (one `run --role route` and N `run --role dedup`
+# workers in one group). Prints posts produced and decided, lost posts, repeated outputs (and
+# whether repeats are identical), latency p50/p90/p99/p99.9/max, the rate achieved, each
+# worker's CPU seconds per 1,000 posts and its simdedup_end_to_end_latency_seconds histogram;
+# writes summary.json to the work dir (and to $SIMDEDUP_LIVE_OUT if set).
+# The workers run for SIMDEDUP_LIVE_WARMUP seconds (default 5) before the stream starts, as
+# long-running workers would; SIMDEDUP_LIVE_TIMEOUT (default 300) bounds the wait for the last
+# verdict; SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+usage() { echo "usage: $0 all|N RATE SECS" >&2; exit 2; }
+[ $# -eq 3 ] || usage
+workers=$1 rate=$2 secs=$3
+[[ $workers == all || $workers =~ ^[1-9][0-9]*$ ]] || usage
+[[ $rate =~ ^[1-9][0-9]*$ && $secs =~ ^[1-9][0-9]*$ ]] || usage
+count=$((rate * secs))
+warmup=${SIMDEDUP_LIVE_WARMUP:-5}
+timeout=${SIMDEDUP_LIVE_TIMEOUT:-300}
+cargo build --release --locked -q
+bin=$PWD/target/release/simdedup
+work=$(mktemp -d)
+echo "work dir: $work" >&2
+export SIMDEDUP_RUN=$work/broker
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  bash scripts/broker.sh stop >/dev/null 2>&1 || true
+  [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
+eval "$line"
+export SIMDEDUP_BROKERS
+
+cat > "$work/config.toml" <<'TOML'
+[kafka]
+group_id = "live"
+input_topic = "live.posts"
+routed_topic = "live.routed"
+unique_topic = "live.unique"
+duplicates_topic = "live.duplicates"
+rejected_topic = "live.rejected"
+changelog_topic = "live.changelog"
+routed_partitions = 8
+TOML
+# The raw topic exists, with 8 partitions, before the workers subscribe.
+"$bin" produce --topic live.posts --partitions 8 --input /dev/null
+
+start() { # name role
+  "$bin" run --role "$2" --config "$work/config.toml" --metrics-addr 127.0.0.1:0 \
+    2> "$work/$1.log" &
+  pids+=($!)
+  names+=("$1")
+}
+names=()
+if [ "$workers" = all ]; then
+  start all all
+else
+  start route route
+  for i in $(seq "$workers"); do start "dedup$i" dedup; done
+fi
+addr() { sed -n 's/.*metrics listening address=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1; }
+for n in "${names[@]}"; do
+  for _ in $(seq 120); do
+    a=$(addr "$n")
+    [ -n "$a" ] && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$a/health")" = 200 ] && break
+    sleep 0.5
+  done
+  a=$(addr "$n")
+  if [ -z "$a" ] || [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$a/health")" != 200 ]; then
+    echo "worker $n not ready after 60 s; its log ends:" >&2
+    tail -n 20 "$work/$n.log" >&2
+    exit 1
+  fi
+done
+sleep "$warmup"
+cpu() { # pid -> CPU seconds (utime + stime)
+  awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
+}
+echo "streaming $count posts at $rate/s into live.posts (workers: $workers)" >&2
+"$bin" generate --count "$count" --rate "$rate" --event-rate "$rate" --start now \
+  --topic live.posts --partitions 8 --brokers "$SIMDEDUP_BROKERS" >&2
+
+export_all() {
+  for t in unique duplicates rejected; do
+    "$bin" export --topic "live.$t" --idle-ms 1500 --timestamps --output "$work/$t.tsv" 2>/dev/null
+  done
+  cat "$work/unique.tsv" "$work/duplicates.tsv" "$work/rejected.tsv" | wc -l
+}
+waited=0
+while :; do
+  got=$(export_all)
+  [ "$got" -ge "$count" ] && break
+  if [ "$waited" -ge "$timeout" ]; then
+    echo "after ${timeout} s: $got outputs for $count posts" >&2
+    break
+  fi
+  sleep 5
+  waited=$((waited + 5))
+done
+"$bin" export --topic live.posts --idle-ms 1500 --timestamps --output "$work/raw.tsv" 2>/dev/null
+
+{
+  for i in "${!names[@]}"; do
+    n=${names[$i]}
+    echo "cpu ${n} $(cpu "${pids[$i]}")"
+    curl -s "http://$(addr "$n")/metrics" | grep '^simdedup_end_to_end_latency_seconds' | sed "s/^/hist $n /" || true
+  done
+} > "$work/workers.txt"
+for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+pids=()
+
+python3 - "$work" "$workers" "$rate" "$secs" "${SIMDEDUP_LIVE_OUT:-}" <<'PY'
+import json, sys, collections
+work, workers, rate, secs, extra = sys.argv[1:6]
+
+def rows(name):
+    for line in open(f"{work}/{name}.tsv", encoding="utf-8", errors="replace"):
+        ms, _, value = line.rstrip("\n").partition("\t")
+        yield int(ms), value
+
+raw = {}
+for ms, v in rows("raw"):
+    raw[str(json.loads(v)["id"])] = ms
+outs = collections.defaultdict(list)
+for name, key in (("unique", "id"), ("duplicates", "post_id"), ("rejected", "id")):
+    for ms, v in rows(name):
+        pid = json.loads(v).get(key)
+        outs[str(pid)].append((ms, v))
+lat = sorted(min(ms for ms, _ in outs[p]) - t for p, t in raw.items() if p in outs)
+lost = sum(1 for p in raw if p not in outs)
+repeated = [p for p, o in outs.items() if len(o) > 1]
+differing = sum(1 for p in repeated if len({v for _, v in outs[p]}) > 1)
+def q(f):
+    return lat[min(len(lat) - 1, int(f * len(lat)))] if lat else None
+times = sorted(raw.values())
+span = (times[-1] - times[0]) / 1000 if len(times) > 1 else 0
+cpu, hist = {}, collections.defaultdict(list)
+for line in open(f"{work}/workers.txt"):
+    parts = line.split()
+    if parts[0] == "cpu":
+        cpu[parts[1]] = float(parts[2])
+    elif parts[0] == "hist" and "_bucket" in parts[2]:
+        hist[parts[1]].append((parts[2].split('le="')[1].split('"')[0], int(float(parts[3]))))
+s = {
+    "workers": workers, "rate": int(rate), "secs": int(secs),
+    "produced": len(raw), "decided": len(lat), "lost": lost,
+    "repeated": len(repeated), "repeated_differing": differing,
+    "input_rate": round(len(raw) / span) if span else None,
+    "latency_ms": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999),
+                   "max": lat[-1] if lat else None},
+    "cpu_secs_per_1000_posts": {n: round(c / max(1, len(raw)) * 1000, 3) for n, c in cpu.items()},
+    "end_to_end_histogram": dict(hist),
+}
+out = json.dumps(s, indent=1)
+open(f"{work}/summary.json", "w").write(out)
+if extra:
+    open(extra, "w").write(out)
+l = s["latency_ms"]
+print(f"workers {workers}: {s['produced']} posts at {s['input_rate']}/s, {s['decided']} decided, "
+      f"{lost} lost, {len(repeated)} repeated ({differing} differing); latency ms p50 {l['p50']} "
+      f"p90 {l['p90']} p99 {l['p99']} p99.9 {l['p99.9']} max {l['max']}")
+print("CPU s per 1,000 posts: " + ", ".join(f"{n} {v}" for n, v in s["cpu_secs_per_1000_posts"].items()))
+for n, b in hist.items():
+    print(f"{n} simdedup_end_to_end_latency_seconds (cumulative): " + " ".join(f"le={le}:{c}" for le, c in b))
+PY
