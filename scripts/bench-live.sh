@@ -135,7 +135,8 @@ for name, key in (("unique", "id"), ("duplicates", "post_id"), ("rejected", "id"
     for ms, v in rows(name):
         pid = json.loads(v).get(key)
         outs[str(pid)].append((ms, v))
-lat = sorted(min(ms for ms, _ in outs[p]) - t for p, t in raw.items() if p in outs)
+by_input = sorted((t, min(ms for ms, _ in outs[p]) - t) for p, t in raw.items() if p in outs)
+lat = sorted(l for _, l in by_input)
 lost = sum(1 for p in raw if p not in outs)
 repeated = [p for p, o in outs.items() if len(o) > 1]
 differing = sum(1 for p in repeated if len({v for _, v in outs[p]}) > 1)
@@ -143,6 +144,11 @@ def q(f):
     return lat[min(len(lat) - 1, int(f * len(lat)))] if lat else None
 times = sorted(raw.values())
 span = (times[-1] - times[0]) / 1000 if len(times) > 1 else 0
+# p99 per 10 s of input time: shows whether a tail is start-up, steady or a stall.
+windows = collections.defaultdict(list)
+for t, l in by_input:
+    windows[(t - by_input[0][0]) // 10000].append(l)
+p99_by_10s = [sorted(v)[int(0.99 * len(v))] for _, v in sorted(windows.items())]
 cpu, hist = {}, collections.defaultdict(list)
 for line in open(f"{work}/workers.txt"):
     parts = line.split()
@@ -157,6 +163,7 @@ s = {
     "input_rate": round(len(raw) / span) if span else None,
     "latency_ms": {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "p99.9": q(0.999),
                    "max": lat[-1] if lat else None},
+    "p99_ms_by_10s_of_input": p99_by_10s,
     "cpu_secs_per_1000_posts": {n: round(c / max(1, len(raw)) * 1000, 3) for n, c in cpu.items()},
     "end_to_end_histogram": dict(hist),
 }
@@ -168,6 +175,7 @@ l = s["latency_ms"]
 print(f"workers {workers}: {s['produced']} posts at {s['input_rate']}/s, {s['decided']} decided, "
       f"{lost} lost, {len(repeated)} repeated ({differing} differing); latency ms p50 {l['p50']} "
       f"p90 {l['p90']} p99 {l['p99']} p99.9 {l['p99.9']} max {l['max']}")
+print("p99 ms per 10 s of input: " + " ".join(map(str, p99_by_10s)))
 print("CPU s per 1,000 posts: " + ", ".join(f"{n} {v}" for n, v in s["cpu_secs_per_1000_posts"].items()))
 for n, b in hist.items():
     print(f"{n} simdedup_end_to_end_latency_seconds (cumulative): " + " ".join(f"le={le}:{c}" for le, c in b))

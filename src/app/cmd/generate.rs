@@ -179,8 +179,14 @@ impl Pace {
         }
     }
 
-    /// Called before each post: sleeps until it is due, logs progress every 10 s.
+    /// Called before each post: sleeps until it is due, logs progress every 10 s. The clock
+    /// starts at the first post, not at construction: with --topic the producer connects and
+    /// the topic is created first, and posts due meanwhile would go out in one burst.
     fn tick(&mut self) {
+        if self.n == 0 {
+            self.started = Instant::now();
+            self.logged = self.started;
+        }
         if self.rate > 0.0 {
             let due = self.started + Duration::from_secs_f64(self.n as f64 / self.rate);
             let now = Instant::now();

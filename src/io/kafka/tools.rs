@@ -60,6 +60,12 @@ pub fn produce_lines(
         client::ensure_topics(k, &[(topic, partitions)])?;
     }
     let (producer, deliveries) = client::producer(k)?;
+    // Connected before the first record: a paced source (`generate --rate`) would otherwise
+    // timestamp its first records while the client still connects, and they would reach the
+    // broker late, in a burst.
+    producer
+        .client()
+        .fetch_metadata(Some(topic), Duration::from_secs(10))?;
     let check = |d: client::Delivery| {
         d.result.map_err(|message| KafkaError::Delivery {
             topic: d.topic.clone(),
