@@ -168,10 +168,17 @@ mod tests {
         }
     }
 
-    /// `run` keeps no local state, so it takes no --state-dir.
+    /// `run --state-dir` is the dedup stage's local state.
     #[test]
-    fn run_takes_no_state_dir() {
+    fn run_takes_a_state_dir() {
         let args = ["simdedup", "run", "--role", "all", "--state-dir", "x"];
-        assert!(Cli::try_parse_from(args).is_err());
+        let Ok(Cli {
+            command: Command::Run(r),
+            ..
+        }) = Cli::try_parse_from(args)
+        else {
+            panic!("run --state-dir does not parse");
+        };
+        assert_eq!(r.state_dir.as_deref(), Some(std::path::Path::new("x")));
     }
 }

@@ -22,7 +22,19 @@ pub const ANALYSIS_FORMAT: u8 = 2;
 /// have seen a post that arrived after it, not until the next event second (0 for files, for
 /// records without a timestamp and for a backlog); `seq` is the line number or offset within the partition.
 /// The file pipeline is one partition.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct OrderKey {
     /// Partition watermark at the post, unix seconds.
     pub tau: i64,

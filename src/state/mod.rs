@@ -121,6 +121,14 @@ pub struct Checkpoint {
     pub window_marks: std::collections::BTreeMap<u32, i64>,
     /// The file run this checkpoint belongs to.
     pub run: Option<RunRecord>,
+    /// A dedup worker's state dir (`run --state-dir`): the changelog offset the stored entries
+    /// cover, exclusive (the worker reads the changelog on from there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changelog_offset: Option<i64>,
+    /// A dedup worker's state dir: the progress markers read up to `changelog_offset`, as the
+    /// worker serializes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<serde_json::Value>,
 }
 
 /// The sled-backed store.
@@ -443,6 +451,34 @@ impl Store {
         cp: &Checkpoint,
         expired_below: Option<i64>,
     ) -> Result<(), StateError> {
+        self.commit_with(changes, cp, expired_below, None)
+    }
+
+    /// `commit` with every generation's value keyed by `chunk` instead of its first entry's
+    /// sequence number: for entries of many partitions, whose sequence numbers repeat. `chunk`
+    /// must grow from one commit to the next.
+    pub fn commit_chunk(
+        &self,
+        changes: &[(i64, Entry)],
+        cp: &Checkpoint,
+        expired_below: Option<i64>,
+        chunk: u64,
+    ) -> Result<(), StateError> {
+        self.commit_with(changes, cp, expired_below, Some(chunk))
+    }
+
+    /// Deletes every stored entry (the checkpoint record stays until the next commit).
+    pub fn clear_entries(&self) -> Result<(), StateError> {
+        guarded(&self.path, || self.remove_generations_below(i64::MAX))
+    }
+
+    fn commit_with(
+        &self,
+        changes: &[(i64, Entry)],
+        cp: &Checkpoint,
+        expired_below: Option<i64>,
+        chunk: Option<u64>,
+    ) -> Result<(), StateError> {
         // One value per generation; generations that already expired are not written at all.
         let mut chunks: std::collections::BTreeMap<i64, (u64, Vec<u8>)> =
             std::collections::BTreeMap::new();
@@ -453,7 +489,7 @@ impl Store {
             e.encode(
                 &mut chunks
                     .entry(*gen)
-                    .or_insert_with(|| (e.key.seq, Vec::new()))
+                    .or_insert_with(|| (chunk.unwrap_or(e.key.seq), Vec::new()))
                     .1,
             );
         }

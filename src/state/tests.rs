@@ -45,6 +45,7 @@ fn commit_then_load_round_trips_and_discards_uncommitted() {
         watermarks: [(0, 10)].into(),
         window_marks: Default::default(),
         run: None,
+        ..Checkpoint::default()
     };
     store
         .commit(
@@ -154,5 +155,6 @@ fn checkpoint(next_seq: u64) -> Checkpoint {
         watermarks: Default::default(),
         window_marks: Default::default(),
         run: None,
+        ..Checkpoint::default()
     }
 }

@@ -94,6 +94,7 @@ fn main() {
                 watermarks: [(0, (gens - 1) * 21_600)].into(),
                 window_marks: Default::default(),
                 run: None,
+                ..Checkpoint::default()
             };
             store.commit(b, &cp, None).expect("commit");
         }

@@ -71,9 +71,14 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
     let stop = AtomicBool::new(false);
     let routing = AtomicBool::new(false);
+    let state = tempfile::tempdir().unwrap();
+    let local = dedup::LocalStateDir {
+        dir: state.path().to_path_buf(),
+        analysis_id: "test".into(),
+    };
     let (kafka_verdicts, stats) = std::thread::scope(|s| {
         let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop, Some(&routing)));
-        let d = s.spawn(|| dedup::run(&k, &cfg, &stop, Some(&routing)));
+        let d = s.spawn(|| dedup::run(&k, &cfg, &stop, Some(&routing), Some(&local)));
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut got = BTreeMap::new();
         while Instant::now() < deadline {
@@ -129,4 +134,38 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
         &read(&outs.rejected),
     );
     assert_eq!(kafka_verdicts, file_verdicts);
+
+    // A restart from the local state dir: the index comes from disk, the changelog only from
+    // where the state left off, and a new copy of p01 still finds p01's cluster.
+    let copy = r#"{"id": "p99", "text": "今天早上地铁二号线又停运了，上班的朋友们记得绕行", "created_at": 1700000100}"#;
+    let more = dir.path().join("more.jsonl");
+    std::fs::write(&more, format!("{copy}\n")).unwrap();
+    tools::produce(&k, &k.input_topic, None, more.to_str().unwrap()).unwrap();
+    stop.store(false, Ordering::Relaxed);
+    let second = std::thread::scope(|s| {
+        let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop, None));
+        let d = s.spawn(|| dedup::run(&k, &cfg, &stop, None, Some(&local)));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(500));
+            if String::from_utf8_lossy(&export(&k, &k.duplicates_topic)).contains("\"p99\"") {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        r.join().unwrap().unwrap();
+        d.join().unwrap().unwrap()
+    });
+    let dups = String::from_utf8_lossy(&export(&k, &k.duplicates_topic)).to_string();
+    let p99 = dups
+        .lines()
+        .find(|l| l.contains("\"post_id\":\"p99\""))
+        .expect("p99 decided");
+    assert!(p99.contains("\"cluster_id\":\"p01\""), "{p99}");
+    assert_eq!(second.records, 1, "only the new post is decided again");
+    assert!(
+        second.applied < stats.1.unique,
+        "the changelog is read from where the state left off: {} entries applied",
+        second.applied
+    );
 }

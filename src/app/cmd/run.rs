@@ -78,6 +78,11 @@ pub struct RunArgs {
     /// [default: `metrics.address` of the config, 127.0.0.1:9464].
     #[arg(long, env = "SIMDEDUP_METRICS_ADDR", value_name = "ADDR")]
     pub metrics_addr: Option<String>,
+    /// Dedup stage: keep the replicated index in this local sled directory, checkpointed every
+    /// `state.checkpoint_interval_ms`, so that a restart rebuilds it from disk and reads only the
+    /// changelog's tail (one directory per worker; a directory of `simdedup dedup` is refused).
+    #[arg(long, env = "SIMDEDUP_STATE_DIR", value_name = "DIR")]
+    pub state_dir: Option<std::path::PathBuf>,
     /// Configuration.
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -133,6 +138,13 @@ pub(crate) fn run(a: RunArgs) -> CmdResult {
     crate::io::kafka::client::ensure_topics(&kc, &topics)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
+    let local = match &a.state_dir {
+        Some(dir) => Some(crate::io::kafka::dedup::LocalStateDir {
+            dir: dir.clone(),
+            analysis_id: cfg.analysis_id().map_err(|e| usage(e.to_string()))?,
+        }),
+        None => None,
+    };
     let fail = |e: crate::io::kafka::KafkaError| (EXIT_FAILURE, e.to_string());
     // With both stages here, dedup holds off declaring partitions idle until route routes.
     let routing = AtomicBool::new(false);
@@ -149,7 +161,13 @@ pub(crate) fn run(a: RunArgs) -> CmdResult {
         });
         let dedup = (a.role != Role::Route).then(|| {
             s.spawn(|| {
-                let r = crate::io::kafka::dedup::run(&kc, &cfg.stages(), &stop, routing);
+                let r = crate::io::kafka::dedup::run(
+                    &kc,
+                    &cfg.stages(),
+                    &stop,
+                    routing,
+                    local.as_ref(),
+                );
                 stop.store(true, std::sync::atomic::Ordering::Relaxed);
                 r
             })

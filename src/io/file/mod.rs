@@ -181,6 +181,12 @@ pub fn run(
         Some(s) => s.checkpoint()?.unwrap_or_default(),
         None => Checkpoint::default(),
     };
+    if let (Some(_), Some(dir)) = (cp.changelog_offset, job.state_dir.as_ref()) {
+        return Err(PipelineError::Config(format!(
+            "state dir {} belongs to a Kafka dedup worker (`run --state-dir`), not to a file run: use another --state-dir",
+            dir.display()
+        )));
+    }
     if let (Some(run), Some(dir)) = (cp.run.as_ref(), job.state_dir.as_ref()) {
         // stdin is a new stream every time; a file of the same name is the same input.
         if run.completed && !job.no_resume && job.input != "-" && run.input == job.input {
@@ -421,6 +427,7 @@ impl RunCtx<'_> {
                 completed,
                 counts: *self.counts,
             }),
+            ..Checkpoint::default()
         };
         store.commit(&changes, &cp, min_live)?;
         Ok(())

@@ -7,6 +7,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
+
 use crate::engine::{Engine, Position};
 use crate::index::{OrderKey, Visibility};
 use crate::types::EventTime;
@@ -18,7 +20,7 @@ use super::wire::routed_seq;
 pub(crate) const MARKER_HISTORY: usize = 4096;
 
 /// What is known about where a partition's next undecided record lies in the global order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) enum Bound {
     /// Every record still to come has a larger key.
     Key(OrderKey),
@@ -46,7 +48,7 @@ impl Bound {
 pub(crate) type Last = Option<(u64, i64, i64)>;
 
 /// What the changelog's progress markers say about the partitions this worker does not own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub(crate) struct Progress {
     latest: BTreeMap<u32, (Bound, Last)>,
     history: BTreeMap<u32, BTreeMap<u64, (i64, i64)>>,

@@ -48,6 +48,7 @@ pub fn commit(cfg: &Config, engine: &Engine, dir: &Path, next_seq: u64) -> (usiz
         watermarks: engine.watermarks().clone(),
         window_marks: engine.window_marks(),
         run: None,
+        ..Checkpoint::default()
     };
     let t = Instant::now();
     let index = engine.index();

@@ -54,13 +54,27 @@ impl Worker<'_> {
                 Ok(ChangelogRecord::Entries(entries)) => {
                     for (gen, entry) in entries {
                         self.stats.applied += 1;
-                        self.engine.apply(gen, entry);
+                        match self.local.as_mut() {
+                            // Recorded only when the index gained it (not an echo of its own).
+                            Some(l) => {
+                                let kept = entry.clone();
+                                if self.engine.apply(gen, entry) {
+                                    l.record([(gen, kept)]);
+                                }
+                            }
+                            None => {
+                                self.engine.apply(gen, entry);
+                            }
+                        }
                     }
                 }
                 Ok(ChangelogRecord::Marker(mk)) => self.note_marker(mk),
                 Err(e) => {
                     tracing::warn!(error = %e, offset = m.offset(), "skipping malformed changelog record")
                 }
+            }
+            if let Some(l) = self.local.as_mut() {
+                l.read_to(m.offset());
             }
         }
         !until_eof
@@ -91,20 +105,30 @@ impl Worker<'_> {
             .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
         self.settle(c)?;
         self.engine.clear_index();
-        self.read_changelog_from_start(&c.reader, stop, "replicated index rebuilt")
+        if let Some(l) = self.local.as_mut() {
+            l.clear()?;
+        }
+        self.read_changelog_from(
+            &c.reader,
+            Offset::Beginning,
+            stop,
+            "replicated index rebuilt",
+        )
     }
 
-    /// Points the reader at the changelog's start and applies it to its end (or until `stop`),
-    /// then logs `done` with the entry count and the time it took.
-    pub(super) fn read_changelog_from_start(
+    /// Points the reader at `from` on the changelog (its start, or where the local state left
+    /// off) and applies it to its end (or until `stop`), then logs `done` with the entry count
+    /// and the time it took.
+    pub(super) fn read_changelog_from(
         &mut self,
         reader: &BaseConsumer<client::QuietContext>,
+        from: Offset,
         stop: &AtomicBool,
         done: &str,
     ) -> Result<(), KafkaError> {
         let t = Instant::now();
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.k.changelog_topic, 0, Offset::Beginning)?;
+        tpl.add_partition_offset(&self.k.changelog_topic, 0, from)?;
         reader.assign(&tpl)?;
         while !stop.load(Ordering::Relaxed)
             && !self.read_changelog(reader, Duration::from_millis(200), true)

@@ -22,6 +22,7 @@
 //! re-emit identical verdicts.
 
 mod changelog;
+mod local;
 mod owned;
 
 use std::collections::BTreeMap;
@@ -31,6 +32,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{Producer, ThreadedProducer};
+use rdkafka::Offset;
 
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceLog, Tag};
@@ -46,6 +48,16 @@ use crate::metrics::{self, Stage};
 use crate::types::{RejectReason, Rejection};
 use changelog::CHANGELOG_BATCH;
 use owned::Owned;
+
+/// A dedup worker's local state dir (`run --state-dir`).
+#[derive(Clone, Debug)]
+pub struct LocalStateDir {
+    /// The directory.
+    pub dir: std::path::PathBuf,
+    /// The analysis settings' identifier (`Config::analysis_id`): a state dir written under
+    /// other settings is refused.
+    pub analysis_id: String,
+}
 
 /// Counters of a dedup worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -85,6 +97,8 @@ struct Worker<'a> {
     /// When `routing` was first seen set.
     routing_since: Option<Instant>,
     started_at: Instant,
+    /// The local state dir (`run --state-dir`), if any.
+    local: Option<local::LocalState>,
 }
 
 /// Delivery reports are applied after every this many decisions in one round (the producer
@@ -125,6 +139,7 @@ pub fn run(
     cfg: &StageConfig,
     stop: &AtomicBool,
     routing: Option<&AtomicBool>,
+    state: Option<&LocalStateDir>,
 ) -> Result<DedupStats, KafkaError> {
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.dedup", k.group_id))
@@ -138,14 +153,45 @@ pub fn run(
         producer,
         deliveries,
     };
-    let engine = Engine::new(&cfg.engine).map_err(|e| KafkaError::Config(e.to_string()))?;
+    let cold = match state {
+        Some(s) if cfg.state.spill_texts => {
+            let spill = s.dir.join("spill");
+            crate::io::cold::FileColdFactory::new(&spill).map_err(|e| {
+                KafkaError::Config(format!(
+                    "cannot use {} for spill files: {e}",
+                    spill.display()
+                ))
+            })? as std::sync::Arc<dyn crate::index::cold::ColdFactory>
+        }
+        _ => crate::index::cold::in_memory(),
+    };
+    let mut engine =
+        Engine::with_cold(&cfg.engine, cold).map_err(|e| KafkaError::Config(e.to_string()))?;
+    let (local, restored) = match state {
+        Some(s) => {
+            let interval = Duration::from_millis(cfg.state.checkpoint_interval_ms.max(1));
+            let (l, r) = local::LocalState::open(
+                &s.dir,
+                &s.analysis_id,
+                cfg.state.cache_capacity_bytes,
+                interval,
+                &mut engine,
+            )?;
+            (Some(l), r)
+        }
+        None => (None, None),
+    };
+    let (progress, from) = match restored {
+        Some(r) => (r.progress, Offset::Offset(r.changelog_offset)),
+        None => (Progress::default(), Offset::Beginning),
+    };
     let mut w = Worker {
         k,
         cfg,
         partitions: k.routed_partitions,
         engine,
         owned: BTreeMap::new(),
-        progress: Progress::default(),
+        progress,
         acks: Acks::default(),
         stats: DedupStats::default(),
         rec: Vec::with_capacity(1024),
@@ -154,11 +200,12 @@ pub fn run(
         routing,
         routing_since: None,
         started_at: Instant::now(),
+        local,
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
     health(Err("catching up the replicated index".into()));
-    w.read_changelog_from_start(&c.reader, stop, "replicated index caught up")?;
+    w.read_changelog_from(&c.reader, from, stop, "replicated index caught up")?;
     metrics::global().publish_engine(&w.engine);
     health(Err("waiting for partition assignment".into()));
     c.consumer.subscribe(&[&k.routed_topic])?;
@@ -185,6 +232,7 @@ pub fn run(
         }
         w.publish_markers(&c, decided == 0)?;
         w.store_offsets(&c)?;
+        w.checkpoint_local(false)?;
         if last_publish.elapsed() > ENGINE_PUBLISH_INTERVAL {
             metrics::global().publish_engine(&w.engine);
             last_publish = Instant::now();
@@ -331,7 +379,11 @@ impl<'a> Worker<'a> {
             }
             Ok(post) => self.verdict(p, (offset, slot.index), &post),
         };
-        self.unsent.extend(self.engine.take_changes());
+        let changes = self.engine.take_changes();
+        if let Some(l) = self.local.as_mut() {
+            l.record(changes.iter().cloned());
+        }
+        self.unsent.extend(changes);
         if slot.index == 0 {
             // One output per post of the record.
             self.acks.register(p, offset, slot.count);
@@ -405,6 +457,14 @@ impl<'a> Worker<'a> {
         (self.k.topic_for(sink), post.id.0.as_bytes().to_vec())
     }
 
+    /// Checkpoints the local state, if any (`force`: now; else when one is due).
+    fn checkpoint_local(&mut self, force: bool) -> Result<(), KafkaError> {
+        match self.local.as_mut() {
+            Some(l) => l.checkpoint(&self.engine, &self.progress, force),
+            None => Ok(()),
+        }
+    }
+
     fn settle(&mut self, c: &Clients) -> Result<(), KafkaError> {
         let owned = &mut self.owned;
         settle(&c.deliveries, &mut self.acks, &mut |p, last| {
@@ -457,6 +517,7 @@ impl<'a> Worker<'a> {
         self.settle(c)?;
         self.store_offsets(c)?;
         outbox::commit(&c.consumer)?;
+        self.checkpoint_local(true)?;
         tracing::info!(
             records = self.stats.records,
             unique = self.stats.unique,
