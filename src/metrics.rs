@@ -76,6 +76,7 @@ pub struct Metrics {
     consumer_lag: Family<PartitionLabel, Gauge>,
     stages: [SharedHist; Stage::ALL.len()],
     end_to_end: SharedHist,
+    order_wait: Counter<f64, std::sync::atomic::AtomicU64>,
     engine: Arc<EngineCell>,
     health: Mutex<BTreeMap<&'static str, Option<String>>>,
 }
@@ -163,6 +164,12 @@ impl Metrics {
             "Kafka stages: output record time minus the raw input record's timestamp, per post (dedup workers: verdicts; route workers: rejections)",
             end_to_end.clone(),
         );
+        let order_wait = Counter::<f64, std::sync::atomic::AtomicU64>::default();
+        r.register(
+            "simdedup_order_wait_seconds",
+            "Dedup workers: time with posts buffered but none allowed by the global order (waiting for other partitions' progress)",
+            order_wait.clone(),
+        );
         let engine = Arc::new(EngineCell::default());
         r.register_collector(Box::new(Arc::clone(&engine)));
         Metrics {
@@ -177,6 +184,7 @@ impl Metrics {
             consumer_lag,
             stages,
             end_to_end,
+            order_wait,
             engine,
             health: Mutex::new(BTreeMap::new()),
         }
@@ -221,6 +229,11 @@ impl Metrics {
     /// One stage latency, measured by the caller.
     pub fn observe_stage(&self, stage: Stage, d: Duration) {
         self.stages[stage as usize].with(|h| h.observe(d.as_nanos() as u64));
+    }
+
+    /// Time a dedup worker spent with posts buffered that the global order did not allow yet.
+    pub fn order_wait(&self, d: Duration) {
+        self.order_wait.inc_by(d.as_secs_f64());
     }
 
     /// One post's end-to-end latency: `now_ms` (when its output was sent) minus `input_ms`, the

@@ -60,7 +60,7 @@ pub struct LocalStateDir {
 }
 
 /// Counters of a dedup worker.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct DedupStats {
     /// Routed records decided.
     pub records: u64,
@@ -72,6 +72,8 @@ pub struct DedupStats {
     pub rejected: u64,
     /// Changelog entries applied from the topic (including this worker's own, echoed).
     pub applied: u64,
+    /// Time with posts buffered but none allowed by the global order, in seconds.
+    pub waited_secs: f64,
 }
 
 /// The worker's state besides the Kafka clients.
@@ -216,12 +218,14 @@ pub fn run(
         if w.routing_since.is_none() && w.routing.is_some_and(|r| r.load(Ordering::Relaxed)) {
             w.routing_since = Some(Instant::now());
         }
+        let round = Instant::now();
         w.settle(&c)?;
         w.rebalance(&c)?;
         w.read_changelog(&c.reader, Duration::ZERO, false);
         let busy = w.poll_routed(&c)?;
         w.start_partitions(&c, stop)?;
         let decided = w.decide_ready(&c)?;
+        let blocked = decided == 0 && w.owned.values().any(|o| !o.buf.is_empty());
         if decided > 0 {
             last_decision = Instant::now();
         } else if last_decision.elapsed() > WAITING_REPORT_AFTER
@@ -240,6 +244,11 @@ pub fn run(
         if !busy && decided == 0 {
             // Nothing to do until the changelog moves: wait on it briefly instead of spinning.
             w.read_changelog(&c.reader, IDLE_WAIT, false);
+        }
+        if blocked {
+            let d = round.elapsed();
+            w.stats.waited_secs += d.as_secs_f64();
+            metrics::global().order_wait(d);
         }
     }
     health(Err("stopping".into()));
@@ -522,6 +531,7 @@ impl<'a> Worker<'a> {
             records = self.stats.records,
             unique = self.stats.unique,
             duplicates = self.stats.duplicates,
+            waited_secs = self.stats.waited_secs,
             "dedup worker stopped"
         );
         Ok(())

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Backlog throughput of the dedup stage with one or several dedup workers, on a local tansu
+# broker: the dev stream xCOPIES (scripts/copies.py) is produced to an 8-partition raw topic
+# first, then one route worker and WORKERS dedup workers (one group) start on it. Prints the
+# rate from the workers' start to the last verdict, each worker's CPU seconds per 1,000 posts,
+# and each dedup worker's share of wall time spent waiting on the global order
+# (simdedup_order_wait_seconds_total: posts buffered, none allowed yet).
+#   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
+# Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
+# SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
+# the work dir.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+workers=${1:-}
+copies=${2:-4}
+input=${3:-../shared/bench/weibo-dev-small/posts.jsonl}
+[[ $workers =~ ^[1-9][0-9]*$ && $copies =~ ^[1-9][0-9]*$ ]] || {
+  echo "usage: $0 WORKERS [COPIES] [POSTS.jsonl]" >&2
+  exit 2
+}
+timeout=${SIMDEDUP_BACKLOG_TIMEOUT:-1800}
+cargo build --release --locked -q
+bin=$PWD/target/release/simdedup
+work=$(mktemp -d)
+echo "work dir: $work" >&2
+export SIMDEDUP_RUN=$work/broker
+pids=()
+names=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  bash scripts/broker.sh stop >/dev/null 2>&1 || true
+  [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"
+}
+trap cleanup EXIT
+line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
+eval "$line"
+export SIMDEDUP_BROKERS
+# A backlog: keep empty routed partitions from counting as idle before routing begins (README,
+# Limits).
+cat > "$work/config.toml" <<'TOML'
+[kafka]
+group_id = "backlog"
+input_topic = "backlog.posts"
+routed_topic = "backlog.routed"
+unique_topic = "backlog.unique"
+duplicates_topic = "backlog.duplicates"
+rejected_topic = "backlog.rejected"
+changelog_topic = "backlog.changelog"
+routed_partitions = 8
+idle_after_ms = 10000
+TOML
+python3 scripts/copies.py "$input" "$copies" > "$work/stream.jsonl"
+n=$(wc -l < "$work/stream.jsonl")
+"$bin" produce --topic backlog.posts --partitions 8 --input "$work/stream.jsonl"
+
+start() { # name role
+  "$bin" run --role "$2" --config "$work/config.toml" --metrics-addr 127.0.0.1:0 \
+    2> "$work/$1.log" &
+  pids+=($!)
+  names+=("$1")
+}
+t0=$(date +%s.%N)
+start route route
+for i in $(seq "$workers"); do start "dedup$i" dedup; done
+addr() { sed -n 's/.*metrics listening address=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1; }
+metric() { # name metric -> value (0 if absent)
+  curl -s "http://$(addr "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2; f=1} END {if (!f) print 0}'
+}
+decided() {
+  local s=0
+  for i in $(seq "$workers"); do
+    for m in simdedup_posts_unique_total simdedup_posts_duplicate_total; do
+      s=$(python3 -c "print(int($s + $(metric "dedup$i" $m)))")
+    done
+  done
+  echo "$s"
+}
+while :; do
+  sleep 2
+  got=$(decided)
+  elapsed=$(python3 -c "print(int($(date +%s.%N) - $t0))")
+  [ "$got" -ge "$n" ] && break
+  if [ "$elapsed" -ge "$timeout" ]; then
+    echo "after ${timeout} s: $got of $n posts decided" >&2
+    break
+  fi
+done
+t1=$(date +%s.%N)
+wall=$(python3 -c "print(round($t1 - $t0, 1))")
+echo "workers $workers: $got of $n posts decided in $wall s: $(python3 -c "print(round($got / ($t1 - $t0)))") posts/s"
+for i in "${!names[@]}"; do
+  nm=${names[$i]}
+  cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/${pids[$i]}/stat")
+  wait_s=$(metric "$nm" simdedup_order_wait_seconds_total)
+  echo "$nm: CPU $(python3 -c "print(round($cpu / $n * 1000, 3))") s per 1,000 posts; waiting on the order $(python3 -c "print(round(100 * $wait_s / ($t1 - $t0), 1))")% of the wall time"
+done
