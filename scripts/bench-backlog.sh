@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Backlog throughput of the dedup stage with one or several dedup workers, on a local tansu
 # broker: the dev stream xCOPIES (scripts/copies.py) is produced to an 8-partition raw topic
-# first, then one route worker and WORKERS dedup workers (one group) start on it. Prints the
-# rate from the workers' start to the last verdict, each worker's CPU seconds per 1,000 posts,
-# and each dedup worker's share of wall time spent waiting on the global order
-# (simdedup_order_wait_seconds_total: posts buffered, none allowed yet).
+# first; then WORKERS dedup workers (one group) start and, once the group has settled (every
+# worker holds its partitions), one route worker. Prints the rate from the route worker's start
+# to the last verdict, each worker's CPU seconds per 1,000 posts, and each dedup worker's share
+# of wall time spent waiting on the global order (simdedup_order_wait_seconds_total: posts
+# buffered, none allowed yet) and how many posts it decided ahead of their turn
+# (simdedup_decided_ahead_total).
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
@@ -35,8 +37,8 @@ trap cleanup EXIT
 line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
 eval "$line"
 export SIMDEDUP_BROKERS
-# A backlog: keep empty routed partitions from counting as idle before routing begins (README,
-# Limits).
+# The route worker starts only after the dedup group settles: keep its empty routed partitions
+# from counting as idle before routing begins (README, Limits).
 cat > "$work/config.toml" <<'TOML'
 [kafka]
 group_id = "backlog"
@@ -59,9 +61,26 @@ start() { # name role
   pids+=($!)
   names+=("$1")
 }
+for i in $(seq "$workers"); do start "dedup$i" dedup; done
+# Settled: each worker's latest rebalance event assigns it partitions, 8 in all.
+settled() {
+  local total=0 i last
+  for i in $(seq "$workers"); do
+    last=$(grep 'rebalance event=' "$work/dedup$i.log" | tail -1)
+    [[ $last == *Assigned* ]] || return 1
+    total=$((total + $(sed 's/.*Assigned(\[\(.*\)\]).*/\1/' <<< "$last" | tr ',' '\n' | grep -c '[0-9]')))
+  done
+  [ "$total" -eq 8 ]
+}
+for _ in $(seq 300); do
+  settled && break
+  sleep 0.1
+done
+settled || { echo "the dedup group did not settle within 30 s" >&2; exit 1; }
+sleep 1
+settled || { echo "the dedup group did not stay settled" >&2; exit 1; }
 t0=$(date +%s.%N)
 start route route
-for i in $(seq "$workers"); do start "dedup$i" dedup; done
 addr() { sed -n 's/.*metrics listening address=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1; }
 metric() { # name metric -> value (0 if absent)
   curl -s "http://$(addr "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2; f=1} END {if (!f) print 0}'
@@ -92,5 +111,8 @@ for i in "${!names[@]}"; do
   nm=${names[$i]}
   cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/${pids[$i]}/stat")
   wait_s=$(metric "$nm" simdedup_order_wait_seconds_total)
-  echo "$nm: CPU $(python3 -c "print(round($cpu / $n * 1000, 3))") s per 1,000 posts; waiting on the order $(python3 -c "print(round(100 * $wait_s / ($t1 - $t0), 1))")% of the wall time"
+  ahead=$(metric "$nm" simdedup_decided_ahead_total)
+  line="$nm: CPU $(python3 -c "print(round($cpu / $n * 1000, 3))") s per 1,000 posts"
+  [ "$nm" = route ] || line+="; waiting on the order $(python3 -c "print(round(100 * $wait_s / ($t1 - $t0), 1))")% of the wall time; $ahead posts decided ahead of their turn"
+  echo "$line"
 done

@@ -77,6 +77,7 @@ pub struct Metrics {
     stages: [SharedHist; Stage::ALL.len()],
     end_to_end: SharedHist,
     order_wait: Counter<f64, std::sync::atomic::AtomicU64>,
+    decided_ahead: Counter,
     engine: Arc<EngineCell>,
     health: Mutex<BTreeMap<&'static str, Option<String>>>,
 }
@@ -170,6 +171,12 @@ impl Metrics {
             "Dedup workers: time with posts buffered but none allowed by the global order (waiting for other partitions' progress)",
             order_wait.clone(),
         );
+        let decided_ahead = Counter::default();
+        r.register(
+            "simdedup_decided_ahead",
+            "Dedup workers: posts decided before other partitions reached them in the global order, read-ahead having shown nothing undecided there could match",
+            decided_ahead.clone(),
+        );
         let engine = Arc::new(EngineCell::default());
         r.register_collector(Box::new(Arc::clone(&engine)));
         Metrics {
@@ -185,6 +192,7 @@ impl Metrics {
             stages,
             end_to_end,
             order_wait,
+            decided_ahead,
             engine,
             health: Mutex::new(BTreeMap::new()),
         }
@@ -234,6 +242,11 @@ impl Metrics {
     /// Time a dedup worker spent with posts buffered that the global order did not allow yet.
     pub fn order_wait(&self, d: Duration) {
         self.order_wait.inc_by(d.as_secs_f64());
+    }
+
+    /// A post decided ahead of its turn in the global order (`io::kafka::lookahead`).
+    pub fn decided_ahead(&self) {
+        self.decided_ahead.inc();
     }
 
     /// One post's end-to-end latency: `now_ms` (when its output was sent) minus `input_ms`, the

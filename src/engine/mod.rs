@@ -205,6 +205,29 @@ impl Position {
     }
 }
 
+/// The order key of the next post of a partition whose watermark is `watermark` (none before
+/// its first post) and whose largest live arrival is `seen` (0 for none): `Engine::order_key`,
+/// for code that follows a partition without deciding it (`io::kafka::lookahead`). After the
+/// post the partition's watermark is the key's `tau`, and its arrival the key's `arrival` when
+/// not 0.
+pub fn next_order_key(
+    watermark: Option<i64>,
+    seen: i64,
+    at: Position,
+    time: Option<EventTime>,
+    v: &Visibility,
+) -> OrderKey {
+    let t = time.map(|t| t.0).or(watermark).unwrap_or(0);
+    let tau = watermark.map_or(t, |w| w.max(t));
+    let own = at.arrival.filter(|a| v.is_live(tau, *a)).unwrap_or(0);
+    OrderKey {
+        tau,
+        arrival: own.max(seen),
+        partition: at.partition,
+        seq: at.seq,
+    }
+}
+
 /// The stateful decision maker.
 pub struct Engine {
     index: Index,
@@ -379,20 +402,13 @@ impl Engine {
     /// runs of one partition between waits. Workers use the key to decide posts of several
     /// partitions in the global order.
     pub fn order_key(&self, at: Position, time: Option<EventTime>) -> OrderKey {
-        let wm = self.watermarks.get(&at.partition).copied();
-        let t = time.map(|t| t.0).or(wm).unwrap_or(0);
-        let tau = wm.map_or(t, |w| w.max(t));
-        let seen = self.arrivals.get(&at.partition).copied().unwrap_or(0);
-        let own = at
-            .arrival
-            .filter(|a| self.visibility.is_live(tau, *a))
-            .unwrap_or(0);
-        OrderKey {
-            tau,
-            arrival: own.max(seen),
-            partition: at.partition,
-            seq: at.seq,
-        }
+        next_order_key(
+            self.watermarks.get(&at.partition).copied(),
+            self.arrivals.get(&at.partition).copied().unwrap_or(0),
+            at,
+            time,
+            &self.visibility,
+        )
     }
 
     /// Decides one post at `at`. The post is compared with the entries ordered before it that

@@ -131,6 +131,16 @@ pub fn reader_config(k: &KafkaConfig) -> ClientConfig {
     c
 }
 
+/// Config of the consumer that reads other workers' routed partitions ahead (dedup workers,
+/// outside the group like the changelog reader): fetched with low latency, and a small
+/// prefetch queue, since it is read only while a post waits.
+pub fn ahead_config(k: &KafkaConfig) -> ClientConfig {
+    let mut c = reader_config(k);
+    c.set("group.id", format!("{}.ahead", k.group_id));
+    c.set_if_absent("queued.max.messages.kbytes", "16384");
+    c
+}
+
 /// Config of a producer.
 pub fn producer_config(k: &KafkaConfig) -> ClientConfig {
     let mut c = base(k, &k.producer, PINNED_PRODUCER);

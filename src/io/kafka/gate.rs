@@ -124,17 +124,19 @@ pub(crate) fn local_bound(
 }
 
 /// Whether the post of `partition` with key `key` may be decided now: every other of the
-/// `partitions` allows it.
+/// `partitions` allows it, or `clears` it (nothing undecided there can change its verdict,
+/// `lookahead`; asked only of partitions whose bound does not allow it).
 pub(crate) fn may_decide(
     key: &OrderKey,
     partition: u32,
     partitions: u32,
     v: &Visibility,
     bound: impl Fn(u32) -> Bound,
+    mut clears: impl FnMut(u32) -> bool,
 ) -> bool {
     (0..partitions)
         .filter(|q| *q != partition)
-        .all(|q| bound(q).allows(key, v))
+        .all(|q| bound(q).allows(key, v) || clears(q))
 }
 
 /// The partition whose head comes first in the global order, with its order key (as
@@ -296,10 +298,40 @@ mod tests {
     fn may_decide_needs_every_other_partition() {
         let k = key(10, 1, 0);
         let bounds = [Bound::Idle, Bound::Unknown, Bound::Key(key(11, 2, 0))];
+        let never = |_| false;
         assert!(
-            may_decide(&k, 1, 3, &STRICT, |q| bounds[q as usize]),
+            may_decide(&k, 1, 3, &STRICT, |q| bounds[q as usize], never),
             "its own bound is not asked"
         );
-        assert!(!may_decide(&k, 0, 3, &STRICT, |q| bounds[q as usize]));
+        assert!(!may_decide(
+            &k,
+            0,
+            3,
+            &STRICT,
+            |q| bounds[q as usize],
+            never
+        ));
+        // A partition that does not allow it can clear it; only such partitions are asked.
+        let mut asked = Vec::new();
+        assert!(may_decide(
+            &k,
+            0,
+            3,
+            &STRICT,
+            |q| bounds[q as usize],
+            |q| {
+                asked.push(q);
+                true
+            }
+        ));
+        assert_eq!(asked, vec![1]);
+        assert!(!may_decide(
+            &k,
+            0,
+            3,
+            &STRICT,
+            |q| bounds[q as usize],
+            |q| q == 2
+        ));
     }
 }

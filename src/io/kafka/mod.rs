@@ -9,6 +9,7 @@ pub mod acks;
 pub mod client;
 pub mod dedup;
 mod gate;
+mod lookahead;
 mod merge;
 pub mod outbox;
 pub mod replay;

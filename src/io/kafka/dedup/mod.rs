@@ -21,6 +21,7 @@
 //! (index entries go before the marker, in batches, on the same ordered partition). Replays
 //! re-emit identical verdicts.
 
+mod ahead;
 mod changelog;
 mod local;
 mod owned;
@@ -37,6 +38,7 @@ use rdkafka::Offset;
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceLog, Tag};
 use super::gate::{self, Bound, Progress};
+use super::lookahead::Lookahead;
 use super::outbox::{self, send, settle, Out};
 use super::wire::{routed_seq, RoutedPost};
 use super::{KafkaConfig, KafkaError};
@@ -74,6 +76,9 @@ pub struct DedupStats {
     pub applied: u64,
     /// Time with posts buffered but none allowed by the global order, in seconds.
     pub waited_secs: f64,
+    /// Posts decided before their turn in the global order, read-ahead having shown that
+    /// nothing undecided in other partitions could match them.
+    pub ahead: u64,
 }
 
 /// The worker's state besides the Kafka clients.
@@ -101,6 +106,9 @@ struct Worker<'a> {
     started_at: Instant,
     /// The local state dir (`run --state-dir`), if any.
     local: Option<local::LocalState>,
+    /// Other workers' partitions read ahead (`lookahead`).
+    lookahead: Lookahead,
+    ahead: ahead::AheadReader,
 }
 
 /// Delivery reports are applied after every this many decisions in one round (the producer
@@ -126,6 +134,7 @@ const ROUTING_WAIT_FACTOR: u32 = 10;
 struct Clients {
     consumer: BaseConsumer<RebalanceLog>,
     reader: BaseConsumer<client::QuietContext>,
+    ahead: BaseConsumer<client::QuietContext>,
     producer: ThreadedProducer<AckContext>,
     deliveries: Receiver<Delivery>,
 }
@@ -148,10 +157,13 @@ pub fn run(
             .create_with_context(RebalanceLog::new(&k.routed_topic))?;
     let reader: BaseConsumer<client::QuietContext> =
         client::reader_config(k).create_with_context(client::QuietContext)?;
+    let ahead: BaseConsumer<client::QuietContext> =
+        client::ahead_config(k).create_with_context(client::QuietContext)?;
     let (producer, deliveries) = client::producer(k)?;
     let c = Clients {
         consumer,
         reader,
+        ahead,
         producer,
         deliveries,
     };
@@ -203,6 +215,12 @@ pub fn run(
         routing_since: None,
         started_at: Instant::now(),
         local,
+        lookahead: Lookahead::new(
+            k.visibility(),
+            cfg.engine.verify.clone(),
+            cfg.engine.index.max_distance,
+        ),
+        ahead: ahead::AheadReader::default(),
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
@@ -224,6 +242,7 @@ pub fn run(
         w.read_changelog(&c.reader, Duration::ZERO, false);
         let busy = w.poll_routed(&c)?;
         w.start_partitions(&c, stop)?;
+        w.read_ahead(&c)?;
         let decided = w.decide_ready(&c)?;
         let blocked = decided == 0 && w.owned.values().any(|o| !o.buf.is_empty());
         if decided > 0 {
@@ -345,8 +364,26 @@ impl<'a> Worker<'a> {
                 return Ok(n);
             };
             let v = self.k.visibility();
-            if !gate::may_decide(&key, p, self.partitions, &v, |q| self.bound(q)) {
+            // Not its turn yet on a partition: unless nothing undecided there could match it.
+            let ahead = std::cell::Cell::new(false);
+            let head = self.owned.get(&p).and_then(|o| o.buf.front());
+            let clears = |q| {
+                let clear = match head.map(|s| &s.post) {
+                    Some(Ok(post)) => self.lookahead.clears(q, &key, &post.analyzed.sketch()),
+                    // A malformed record is rejected whatever else was decided.
+                    Some(Err(_)) => true,
+                    None => false,
+                };
+                ahead.set(ahead.get() || clear);
+                clear
+            };
+            if !gate::may_decide(&key, p, self.partitions, &v, |q| self.bound(q), clears) {
+                self.ahead.wanted = true;
                 return Ok(n);
+            }
+            if ahead.get() {
+                self.stats.ahead += 1;
+                metrics::global().decided_ahead();
             }
             self.decide_one(c, p)?;
             n += 1;
@@ -532,6 +569,7 @@ impl<'a> Worker<'a> {
             unique = self.stats.unique,
             duplicates = self.stats.duplicates,
             waited_secs = self.stats.waited_secs,
+            decided_ahead = self.stats.ahead,
             "dedup worker stopped"
         );
         Ok(())

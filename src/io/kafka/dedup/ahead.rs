@@ -1,0 +1,151 @@
+//! Reading ahead into the routed partitions other workers own (`lookahead`): a consumer
+//! outside the group follows each such partition from its owner's newest progress marker, so
+//! that a post whose turn has not come in the global order can still be decided when nothing
+//! undecided there could match it. Only read while some post waits on another partition.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rdkafka::consumer::Consumer;
+use rdkafka::error::KafkaError as RdError;
+use rdkafka::{Message, Offset, TopicPartitionList};
+
+use super::super::gate::Bound;
+use super::super::wire::decode_routed_record;
+use super::super::KafkaError;
+use super::{Clients, Worker};
+
+/// Routed records read ahead per round at most.
+const AHEAD_POLL_BATCH: usize = 64;
+
+/// A partition followed stops being fetched while this many of its posts are undecided as far
+/// as this worker knows (memory stays bounded while its owner is slow); past that its posts
+/// wait for markers as in the strict order.
+const AHEAD_MAX_PENDING: usize = 50_000;
+
+/// A partition is followed again from its owner's newest marker when the reading lags that
+/// marker by more than this many records (everything before it is decided).
+const AHEAD_RESTART_LAG: u64 = 4;
+
+/// What the consumer reading ahead was told: per partition, the offset it was assigned at and
+/// whether it is paused.
+#[derive(Default)]
+pub(super) struct AheadReader {
+    assigned: BTreeMap<u32, u64>,
+    paused: BTreeMap<u32, bool>,
+    /// Per partition, a gap met at this offset: followed again only from a marker past it.
+    gaps: BTreeMap<u32, u64>,
+    /// Whether a post waited on a partition it does not own in the last round.
+    pub(super) wanted: bool,
+}
+
+impl Worker<'_> {
+    /// Follows the partitions this worker does not own from their owners' newest markers,
+    /// forgets what those markers say is decided, and, if a post waits, reads ahead.
+    pub(super) fn read_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let mut want: BTreeMap<u32, (u64, (i64, i64))> = BTreeMap::new();
+        for q in 0..self.partitions {
+            if self.owned.contains_key(&q) {
+                continue;
+            }
+            let bound = self.progress.bound(q);
+            self.lookahead.decided(q, bound);
+            if bound == Bound::Idle {
+                continue;
+            }
+            if let Some((offset, mark)) = self.progress.before(q, u64::MAX) {
+                if self.ahead.gaps.get(&q).is_none_or(|g| offset >= *g) {
+                    want.insert(q, (offset + 1, mark));
+                }
+            }
+        }
+        let wanted = std::mem::take(&mut self.ahead.wanted);
+        let followed: BTreeMap<u32, u64> = self.lookahead.followed().collect();
+        let mut changed = followed.keys().any(|q| !want.contains_key(q));
+        for q in followed.keys().filter(|q| !want.contains_key(q)) {
+            self.lookahead.stop(*q);
+        }
+        for (q, (start, mark)) in &want {
+            // A lagging partition is moved up only when about to be read.
+            let restart = followed
+                .get(q)
+                .is_none_or(|next| wanted && next + AHEAD_RESTART_LAG < *start);
+            if restart {
+                self.lookahead.start(*q, *start, Some(*mark));
+                self.ahead.gaps.remove(q);
+                changed = true;
+            }
+        }
+        if changed {
+            self.assign_ahead(c)?;
+        }
+        self.pace_ahead(c)?;
+        if !wanted || self.ahead.assigned.is_empty() {
+            return Ok(());
+        }
+        for _ in 0..AHEAD_POLL_BATCH {
+            let Some(m) = c.ahead.poll(Duration::ZERO) else {
+                break;
+            };
+            let m = match m {
+                Ok(m) => m,
+                Err(RdError::PartitionEOF(_)) => continue,
+                Err(e) => {
+                    tracing::debug!(error = %e, "read-ahead consumer error");
+                    continue;
+                }
+            };
+            let (q, offset) = (m.partition() as u32, m.offset() as u64);
+            let posts = decode_routed_record(m.payload().unwrap_or_default()).ok();
+            if !self.lookahead.read(q, offset, posts) {
+                tracing::debug!(
+                    partition = q,
+                    offset,
+                    "gap in a routed partition read ahead"
+                );
+                self.ahead.gaps.insert(q, offset);
+                self.assign_ahead(c)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Assigns the read-ahead consumer what `lookahead` follows, each at its reading point.
+    fn assign_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let followed: BTreeMap<u32, u64> = self.lookahead.followed().collect();
+        if followed == self.ahead.assigned {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        for (q, offset) in &followed {
+            tpl.add_partition_offset(
+                &self.k.routed_topic,
+                *q as i32,
+                Offset::Offset(*offset as i64),
+            )?;
+        }
+        c.ahead.assign(&tpl)?;
+        self.ahead.assigned = followed;
+        self.ahead.paused.clear();
+        Ok(())
+    }
+
+    /// Pauses partitions read far ahead of their owners and resumes them once they catch up.
+    fn pace_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        for q in self.ahead.assigned.keys() {
+            let full = self.lookahead.pending(*q) >= AHEAD_MAX_PENDING;
+            if self.ahead.paused.get(q).copied().unwrap_or(false) == full {
+                continue;
+            }
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition(&self.k.routed_topic, *q as i32);
+            if full {
+                c.ahead.pause(&tpl)?;
+            } else {
+                c.ahead.resume(&tpl)?;
+            }
+            self.ahead.paused.insert(*q, full);
+        }
+        Ok(())
+    }
+}
