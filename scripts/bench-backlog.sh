@@ -79,34 +79,52 @@ done
 settled || { echo "the dedup group did not settle within 30 s" >&2; exit 1; }
 sleep 1
 settled || { echo "the dedup group did not stay settled" >&2; exit 1; }
+broker_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$(cat "$SIMDEDUP_RUN/broker.pid")/stat"; }
+b0=$(broker_cpu)
 t0=$(date +%s.%N)
 start route route
 addr() { sed -n 's/.*metrics listening address=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1; }
 metric() { # name metric -> value (0 if absent)
   curl -s "http://$(addr "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2; f=1} END {if (!f) print 0}'
 }
-decided() {
+decided() { # verdicts the broker acknowledged, summed over the dedup workers
   local s=0
   for i in $(seq "$workers"); do
-    for m in simdedup_posts_unique_total simdedup_posts_duplicate_total; do
-      s=$(python3 -c "print(int($s + $(metric "dedup$i" $m)))")
-    done
+    s=$(python3 -c "print(int($s + $(metric "dedup$i" simdedup_outputs_acked_total)))")
   done
   echo "$s"
 }
+# Samples (seconds since the route worker's start, verdicts out), for the drain rate.
+: > "$work/samples"
 while :; do
-  sleep 2
+  sleep 0.5
   got=$(decided)
-  elapsed=$(python3 -c "print(int($(date +%s.%N) - $t0))")
+  elapsed=$(python3 -c "print(round($(date +%s.%N) - $t0, 2))")
+  echo "$elapsed $got" >> "$work/samples"
+  elapsed=${elapsed%.*}
   [ "$got" -ge "$n" ] && break
   if [ "$elapsed" -ge "$timeout" ]; then
-    echo "after ${timeout} s: $got of $n posts decided" >&2
+    echo "after ${timeout} s: $got of $n verdicts out" >&2
     break
   fi
 done
 t1=$(date +%s.%N)
+b1=$(broker_cpu)
 wall=$(python3 -c "print(round($t1 - $t0, 1))")
-echo "workers $workers: $got of $n posts decided in $wall s: $(python3 -c "print(round($got / ($t1 - $t0)))") posts/s"
+echo "workers $workers: $got of $n verdicts out (acknowledged) in $wall s: $(python3 -c "print(round($got / ($t1 - $t0)))") posts/s"
+# The drain rate leaves out the start (group join of the route worker, first envelopes) and the
+# end (the last posts wait kafka.idle_after_ms for the other partitions to fall idle).
+python3 - "$n" "$work/samples" <<'PY'
+import sys
+n = int(sys.argv[1])
+s = [tuple(map(float, l.split())) for l in open(sys.argv[2])]
+def when(frac):
+    return next((t for t, d in s if d >= frac * n), None)
+a, b = when(0.05), when(0.95)
+if a is not None and b is not None and b > a:
+    print(f"drain rate, 5% to 95% of the verdicts out: {round(0.9 * n / (b - a))} posts/s ({a:.1f} s to {b:.1f} s)")
+PY
+echo "broker: CPU $(python3 -c "print(round(($b1 - $b0) / $n * 1000, 3))") s per 1,000 posts ($(python3 -c "print(round(100 * ($b1 - $b0) / ($t1 - $t0)))")% of one core)"
 for i in "${!names[@]}"; do
   nm=${names[$i]}
   cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/${pids[$i]}/stat")

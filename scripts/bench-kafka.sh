@@ -6,6 +6,14 @@
 # start-up and the drain at the end are excluded.
 #   scripts/bench-kafka.sh [POSTS.jsonl] [COPIES]
 # Default input: ../shared/bench/weibo-dev-small/posts.jsonl, 2 copies (made by scripts/copies.py).
+# Environment:
+#   SIMDEDUP_BENCH_STORAGE=memory      tansu's in-memory storage instead of SQLite;
+#   SIMDEDUP_BENCH_BASELINE=confluent  the baseline is scripts/passthrough.py, a confluent-kafka
+#                                      (Python) loop, installed with pip into target/bench-venv.
+# For example the 400,000 oldest rumdect posts on memory storage against confluent-kafka:
+#   python3 scripts/rumdect.py 400000 > out/rumdect400k.jsonl
+#   SIMDEDUP_BENCH_STORAGE=memory SIMDEDUP_BENCH_BASELINE=confluent \
+#     scripts/bench-kafka.sh out/rumdect400k.jsonl 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 input=${1:-../shared/bench/weibo-dev-small/posts.jsonl}
@@ -16,7 +24,23 @@ work=$(mktemp -d)
 echo "work dir: $work" >&2
 export SIMDEDUP_RUN=$work/broker
 trap 'bash scripts/broker.sh stop >/dev/null 2>&1 || true; [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"' EXIT
-line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
+storage=${SIMDEDUP_BENCH_STORAGE:-sqlite}
+baseline=${SIMDEDUP_BENCH_BASELINE:-simdedup}
+case $storage in
+  sqlite) line=$(bash scripts/broker.sh start --sqlite "$work/broker.db") ;;
+  memory) line=$(bash scripts/broker.sh start) ;;
+  *) echo "SIMDEDUP_BENCH_STORAGE: sqlite or memory, not '$storage'" >&2; exit 2 ;;
+esac
+case $baseline in
+  simdedup) ;;
+  confluent)
+    venv=$PWD/target/bench-venv
+    if ! "$venv/bin/python" -c 'import confluent_kafka' 2>/dev/null; then
+      python3 -m venv "$venv"
+      "$venv/bin/pip" install -q 'confluent-kafka==2.*'
+    fi ;;
+  *) echo "SIMDEDUP_BENCH_BASELINE: simdedup or confluent, not '$baseline'" >&2; exit 2 ;;
+esac
 eval "$line"
 python3 scripts/copies.py "$input" "$copies" > "$work/stream.jsonl"
 n=$(wc -l < "$work/stream.jsonl")
@@ -58,7 +82,11 @@ cpu() { # CPU seconds (user + system) used so far by process $1
 broker=$(cat "$SIMDEDUP_RUN/broker.pid")
 last=$(( (n / 10000) * 10000 ))
 b0=$(cpu "$broker")
-"$bin" --log-level info passthrough --brokers "$SIMDEDUP_BROKERS" --from bench.posts --to bench.copy 2> "$work/pass.log" &
+if [ "$baseline" = confluent ]; then
+  "$venv/bin/python" scripts/passthrough.py "$SIMDEDUP_BROKERS" bench.posts bench.copy "$n" 2> "$work/pass.log" &
+else
+  "$bin" --log-level info passthrough --brokers "$SIMDEDUP_BROKERS" --from bench.posts --to bench.copy 2> "$work/pass.log" &
+fi
 pid=$!
 wait_progress "$work/pass.log" "$last" || { echo "passthrough did not finish:" >&2; tail -5 "$work/pass.log" >&2; }
 pass_cpu=$(cpu $pid); b1=$(cpu "$broker")
@@ -74,8 +102,8 @@ all_cpu=$(cpu $pid); b3=$(cpu "$broker")
 kill -TERM $pid; wait $pid || true
 p=$(rate "$work/pass.log" end); a=$(rate "$work/all.log" end)
 ps=$(rate "$work/pass.log" stage); as=$(rate "$work/all.log" stage)
-echo "records: $n (8 raw partitions, 8 routed partitions, tansu with SQLite storage)"
-echo "pass-through: $p records/s end-to-end ($ps between progress lines)"
+echo "records: $n (8 raw partitions, 8 routed partitions, tansu with $storage storage)"
+echo "pass-through ($baseline): $p records/s end-to-end ($ps between progress lines)"
 echo "run --role all: $a records/s end-to-end ($as for the dedup stage between progress lines)"
 python3 -c "import sys; p,a=sys.argv[1],sys.argv[2]; print(f'ratio all/pass-through, end-to-end: {float(a)/float(p):.2f}' if p!='n/a' and a!='n/a' else 'ratio: n/a')" "$p" "$a"
 # CPU per 1,000 records: where the time goes on a machine where the broker shares the cores.

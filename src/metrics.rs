@@ -78,6 +78,7 @@ pub struct Metrics {
     end_to_end: SharedHist,
     order_wait: Counter<f64, std::sync::atomic::AtomicU64>,
     decided_ahead: Counter,
+    outputs_acked: Counter,
     engine: Arc<EngineCell>,
     health: Mutex<BTreeMap<&'static str, Option<String>>>,
 }
@@ -177,6 +178,12 @@ impl Metrics {
             "Dedup workers: posts decided before other partitions reached them in the global order, read-ahead having shown nothing undecided there could match",
             decided_ahead.clone(),
         );
+        let outputs_acked = Counter::default();
+        r.register(
+            "simdedup_outputs_acked",
+            "Kafka stages: output records the broker acknowledged (dedup workers: verdicts; route workers: routed envelopes and rejections)",
+            outputs_acked.clone(),
+        );
         let engine = Arc::new(EngineCell::default());
         r.register_collector(Box::new(Arc::clone(&engine)));
         Metrics {
@@ -193,6 +200,7 @@ impl Metrics {
             end_to_end,
             order_wait,
             decided_ahead,
+            outputs_acked,
             engine,
             health: Mutex::new(BTreeMap::new()),
         }
@@ -247,6 +255,11 @@ impl Metrics {
     /// A post decided ahead of its turn in the global order (`io::kafka::lookahead`).
     pub fn decided_ahead(&self) {
         self.decided_ahead.inc();
+    }
+
+    /// An output record acknowledged by the broker.
+    pub fn output_acked(&self) {
+        self.outputs_acked.inc();
     }
 
     /// One post's end-to-end latency: `now_ms` (when its output was sent) minus `input_ms`, the

@@ -47,6 +47,19 @@ impl Ahead {
     }
 }
 
+/// What `Lookahead::check` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Check {
+    /// Nothing there can change the post's verdict.
+    Clear,
+    /// The partition is not followed.
+    NotFollowed,
+    /// Records the post may see have not been read yet.
+    Unread,
+    /// An undecided post there may match it.
+    MayMatch,
+}
+
 /// The partitions followed ahead and their undecided posts.
 pub(crate) struct Lookahead {
     parts: BTreeMap<u32, Ahead>,
@@ -172,21 +185,27 @@ impl Lookahead {
     }
 
     /// Whether a post with key `key` and sketch `post` (of another partition) may be decided
-    /// without waiting for `partition`: everything of `partition` it sees has been read, and no
-    /// post read and not yet decided there that it sees could match it.
-    pub(crate) fn clears(&self, partition: u32, key: &OrderKey, post: &Sketch<'_>) -> bool {
+    /// without waiting for `partition` (`Check::Clear`): everything of `partition` it sees has
+    /// been read, and no post read and not yet decided there that it sees could match it.
+    pub(crate) fn check(&self, partition: u32, key: &OrderKey, post: &Sketch<'_>) -> Check {
         let Some(a) = self.parts.get(&partition) else {
-            return false;
+            return Check::NotFollowed;
         };
         let v = &self.visibility;
         if key.sees(&a.frontier(partition), v) {
-            return false;
+            return Check::Unread;
         }
         let bits = Bits::of(post);
-        a.posts
+        let matching = a
+            .posts
             .iter()
             .take_while(|p| key.sees(&p.key, v))
-            .all(|p| !self.may_match(post, &bits, p))
+            .any(|p| self.may_match(post, &bits, p));
+        if matching {
+            Check::MayMatch
+        } else {
+            Check::Clear
+        }
     }
 
     fn may_match(&self, post: &Sketch<'_>, bits: &Bits, p: &Pending) -> bool {
@@ -226,6 +245,12 @@ mod tests {
             analyzed,
             raw: Vec::new(),
             input_ms: Some(input_ms),
+        }
+    }
+
+    impl Lookahead {
+        fn clears(&self, partition: u32, key: &OrderKey, post: &Sketch<'_>) -> bool {
+            self.check(partition, key, post) == Check::Clear
         }
     }
 
@@ -318,7 +343,9 @@ mod tests {
         // At 97 the post sees only "b", which cannot match it.
         assert!(la.clears(1, &key(97, 0, 50), &query));
         // At 100 it also sees "a", a near copy still undecided.
-        assert!(!la.clears(1, &key(100, 0, 50), &query));
+        assert_eq!(la.check(1, &key(100, 0, 50), &query), Check::MayMatch);
+        assert_eq!(la.check(1, &key(121, 0, 50), &query), Check::Unread);
+        assert_eq!(la.check(5, &key(100, 0, 50), &query), Check::NotFollowed);
         // Another text at 100 is clear of both.
         let other = routed(&tok, "o", None, 1, "明天下午三点开会请大家准时参加不要迟到");
         assert!(la.clears(1, &key(100, 0, 50), &other.analyzed.sketch()));

@@ -72,8 +72,14 @@ pub(crate) fn settle(
             });
         }
         match d.tag {
-            Tag::Record { partition, offset } => acks.ack(partition, offset),
-            Tag::Records(inputs) => inputs.into_iter().for_each(|(p, o)| acks.ack(p, o)),
+            Tag::Record { partition, offset } => {
+                crate::metrics::global().output_acked();
+                acks.ack(partition, offset)
+            }
+            Tag::Records(inputs) => {
+                crate::metrics::global().output_acked();
+                inputs.into_iter().for_each(|(p, o)| acks.ack(p, o))
+            }
             Tag::Changelog => {}
             Tag::Marker {
                 partition,

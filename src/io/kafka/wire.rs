@@ -22,6 +22,11 @@ pub const ENVELOPE_MAX_POSTS: usize = 4096;
 pub fn routed_seq(offset: u64, index: u32) -> u64 {
     offset << 16 | u64::from(index)
 }
+
+/// The routed record offset of an order-key sequence number (`routed_seq`).
+pub fn routed_offset(seq: u64) -> u64 {
+    seq >> 16
+}
 const CHANGELOG_MAGIC: &[u8; 4] = b"SDC1";
 
 /// A malformed internal record.

@@ -11,7 +11,8 @@ use rdkafka::error::KafkaError as RdError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::super::gate::Bound;
-use super::super::wire::decode_routed_record;
+use super::super::lookahead::Check;
+use super::super::wire::{decode_routed_record, routed_offset};
 use super::super::KafkaError;
 use super::{Clients, Worker};
 
@@ -37,13 +38,24 @@ pub(super) struct AheadReader {
     gaps: BTreeMap<u32, u64>,
     /// Whether a post waited on a partition it does not own in the last round.
     pub(super) wanted: bool,
+    /// `Lookahead::check` outcomes: clear, not followed, unread, may match.
+    pub(super) checks: std::cell::Cell<[u64; 4]>,
+}
+
+impl AheadReader {
+    /// Counts a `Lookahead::check` outcome.
+    pub(super) fn note(&self, c: Check) {
+        let mut n = self.checks.get();
+        n[c as usize] += 1;
+        self.checks.set(n);
+    }
 }
 
 impl Worker<'_> {
     /// Follows the partitions this worker does not own from their owners' newest markers,
     /// forgets what those markers say is decided, and, if a post waits, reads ahead.
     pub(super) fn read_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
-        let mut want: BTreeMap<u32, (u64, (i64, i64))> = BTreeMap::new();
+        let mut want: BTreeMap<u32, (u64, Option<(i64, i64)>)> = BTreeMap::new();
         for q in 0..self.partitions {
             if self.owned.contains_key(&q) {
                 continue;
@@ -53,9 +65,18 @@ impl Worker<'_> {
             if bound == Bound::Idle {
                 continue;
             }
-            if let Some((offset, mark)) = self.progress.before(q, u64::MAX) {
-                if self.ahead.gaps.get(&q).is_none_or(|g| offset >= *g) {
-                    want.insert(q, (offset + 1, mark));
+            // From the newest marker after a whole record; or from the start, when the owner is
+            // still in the partition's first record (an owner starting at offset 0 starts fresh).
+            let from = match (self.progress.before(q, u64::MAX), bound) {
+                (Some((offset, mark)), _) => Some((offset + 1, Some(mark))),
+                (None, Bound::Key(b)) if b.partition == q && routed_offset(b.seq) == 0 => {
+                    Some((0, None))
+                }
+                _ => None,
+            };
+            if let Some((start, mark)) = from {
+                if self.ahead.gaps.get(&q).is_none_or(|g| start > *g) {
+                    want.insert(q, (start, mark));
                 }
             }
         }
@@ -71,7 +92,7 @@ impl Worker<'_> {
                 .get(q)
                 .is_none_or(|next| wanted && next + AHEAD_RESTART_LAG < *start);
             if restart {
-                self.lookahead.start(*q, *start, Some(*mark));
+                self.lookahead.start(*q, *start, *mark);
                 self.ahead.gaps.remove(q);
                 changed = true;
             }

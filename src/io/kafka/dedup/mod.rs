@@ -38,7 +38,7 @@ use rdkafka::Offset;
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceLog, Tag};
 use super::gate::{self, Bound, Progress};
-use super::lookahead::Lookahead;
+use super::lookahead::{Check, Lookahead};
 use super::outbox::{self, send, settle, Out};
 use super::wire::{routed_seq, RoutedPost};
 use super::{KafkaConfig, KafkaError};
@@ -369,7 +369,11 @@ impl<'a> Worker<'a> {
             let head = self.owned.get(&p).and_then(|o| o.buf.front());
             let clears = |q| {
                 let clear = match head.map(|s| &s.post) {
-                    Some(Ok(post)) => self.lookahead.clears(q, &key, &post.analyzed.sketch()),
+                    Some(Ok(post)) => {
+                        let c = self.lookahead.check(q, &key, &post.analyzed.sketch());
+                        self.ahead.note(c);
+                        c == Check::Clear
+                    }
                     // A malformed record is rejected whatever else was decided.
                     Some(Err(_)) => true,
                     None => false,
@@ -407,6 +411,8 @@ impl<'a> Worker<'a> {
                 unique = s.unique,
                 duplicates = s.duplicates,
                 index,
+                decided_ahead = s.ahead,
+                ahead_checks = ?self.ahead.checks.get(),
                 "progress"
             );
         }
@@ -570,6 +576,7 @@ impl<'a> Worker<'a> {
             duplicates = self.stats.duplicates,
             waited_secs = self.stats.waited_secs,
             decided_ahead = self.stats.ahead,
+            ahead_checks = ?self.ahead.checks,
             "dedup worker stopped"
         );
         Ok(())
