@@ -100,7 +100,7 @@ while :; do
   sleep 0.5
   got=$(decided)
   elapsed=$(python3 -c "print(round($(date +%s.%N) - $t0, 2))")
-  echo "$elapsed $got" >> "$work/samples"
+  echo "$elapsed $got $(broker_cpu)" >> "$work/samples"
   elapsed=${elapsed%.*}
   [ "$got" -ge "$n" ] && break
   if [ "$elapsed" -ge "$timeout" ]; then
@@ -119,10 +119,13 @@ import sys
 n = int(sys.argv[1])
 s = [tuple(map(float, l.split())) for l in open(sys.argv[2])]
 def when(frac):
-    return next((t for t, d in s if d >= frac * n), None)
+    return next(((t, d, c) for t, d, c in s if d >= frac * n), None)
 a, b = when(0.05), when(0.95)
-if a is not None and b is not None and b > a:
-    print(f"drain rate, 5% to 95% of the verdicts out: {round(0.9 * n / (b - a))} posts/s ({a:.1f} s to {b:.1f} s)")
+if a is not None and b is not None and b[0] > a[0]:
+    posts = b[1] - a[1]
+    print(f"drain rate, 5% to 95% of the verdicts out: {round(posts / (b[0] - a[0]))} posts/s "
+          f"({a[0]:.1f} s to {b[0]:.1f} s; broker CPU meanwhile {(b[2] - a[2]) / posts * 1000:.3f} s per 1,000 posts, "
+          f"{100 * (b[2] - a[2]) / (b[0] - a[0]):.0f}% of one core)")
 PY
 echo "broker: CPU $(python3 -c "print(round(($b1 - $b0) / $n * 1000, 3))") s per 1,000 posts ($(python3 -c "print(round(100 * ($b1 - $b0) / ($t1 - $t0)))")% of one core)"
 for i in "${!names[@]}"; do

@@ -32,18 +32,45 @@ struct Ahead {
 }
 
 impl Ahead {
-    /// Every post not read yet gets a key at least this (watermarks and arrivals never fall).
+    /// Every post not read yet gets a key at least this.
     fn frontier(&self, partition: u32) -> OrderKey {
-        OrderKey {
-            tau: self.watermark.unwrap_or(i64::MIN),
-            arrival: if self.watermark.is_some() {
-                self.arrival
-            } else {
-                i64::MIN
-            },
-            partition,
-            seq: routed_seq(self.next_offset, 0),
-        }
+        frontier(partition, self.next_offset, self.watermark, self.arrival)
+    }
+}
+
+/// What verification's gates need of a post, `None` for an empty text (it matches nothing).
+pub(crate) fn gates_of(a: &Analyzed) -> Option<Gates> {
+    if a.chars.is_empty() {
+        return None;
+    }
+    let s = a.sketch();
+    Some(Gates {
+        chars: s.chars.len(),
+        tokens: s.tokens.len(),
+        fingerprint: s.fingerprint,
+        text_hash: s.text_hash as u32,
+        bits: Bits::of(&s),
+    })
+}
+
+/// The key below which every post of a partition not yet seen lies no lower: at `next_offset`,
+/// with the partition's watermark (none before its first post) and arrival (watermarks and
+/// arrivals never fall).
+pub(crate) fn frontier(
+    partition: u32,
+    next_offset: u64,
+    watermark: Option<i64>,
+    arrival: i64,
+) -> OrderKey {
+    OrderKey {
+        tau: watermark.unwrap_or(i64::MIN),
+        arrival: if watermark.is_some() {
+            arrival
+        } else {
+            i64::MIN
+        },
+        partition,
+        seq: routed_seq(next_offset, 0),
     }
 }
 
@@ -147,16 +174,8 @@ impl Lookahead {
             if key.arrival != 0 {
                 a.arrival = key.arrival;
             }
-            if post.analyzed.chars.is_empty() {
+            let Some(gates) = gates_of(&post.analyzed) else {
                 continue;
-            }
-            let s = post.analyzed.sketch();
-            let gates = Gates {
-                chars: s.chars.len(),
-                tokens: s.tokens.len(),
-                fingerprint: s.fingerprint,
-                text_hash: s.text_hash as u32,
-                bits: Bits::of(&s),
             };
             a.posts.push_back(Pending {
                 key,
@@ -187,7 +206,13 @@ impl Lookahead {
     /// Whether a post with key `key` and sketch `post` (of another partition) may be decided
     /// without waiting for `partition` (`Check::Clear`): everything of `partition` it sees has
     /// been read, and no post read and not yet decided there that it sees could match it.
-    pub(crate) fn check(&self, partition: u32, key: &OrderKey, post: &Sketch<'_>) -> Check {
+    pub(crate) fn check(
+        &self,
+        partition: u32,
+        key: &OrderKey,
+        post: &Sketch<'_>,
+        bits: &Bits,
+    ) -> Check {
         let Some(a) = self.parts.get(&partition) else {
             return Check::NotFollowed;
         };
@@ -195,12 +220,11 @@ impl Lookahead {
         if key.sees(&a.frontier(partition), v) {
             return Check::Unread;
         }
-        let bits = Bits::of(post);
         let matching = a
             .posts
             .iter()
             .take_while(|p| key.sees(&p.key, v))
-            .any(|p| self.may_match(post, &bits, p));
+            .any(|p| self.may_match(post, bits, &p.gates, &p.analyzed.sketch()));
         if matching {
             Check::MayMatch
         } else {
@@ -208,12 +232,20 @@ impl Lookahead {
         }
     }
 
-    fn may_match(&self, post: &Sketch<'_>, bits: &Bits, p: &Pending) -> bool {
+    /// Whether `post` (whose `Bits` are `bits`) may match `other` (whose gates are `gates`) by
+    /// any rule of verification: the cheap gates first, then `verify` itself.
+    pub(crate) fn may_match(
+        &self,
+        post: &Sketch<'_>,
+        bits: &Bits,
+        gates: &Gates,
+        other: &Sketch<'_>,
+    ) -> bool {
         if self.verify.mode == VerifyMode::SimhashOnly {
-            return post.fingerprint.hamming(p.gates.fingerprint) <= self.max_distance;
+            return post.fingerprint.hamming(gates.fingerprint) <= self.max_distance;
         }
-        verify::may_accept(post, bits, &p.gates, &self.verify)
-            && verify::verify(post, &p.analyzed.sketch(), &self.verify).is_some()
+        verify::may_accept(post, bits, gates, &self.verify)
+            && verify::verify(post, other, &self.verify).is_some()
     }
 }
 
@@ -250,7 +282,7 @@ mod tests {
 
     impl Lookahead {
         fn clears(&self, partition: u32, key: &OrderKey, post: &Sketch<'_>) -> bool {
-            self.check(partition, key, post) == Check::Clear
+            self.check(partition, key, post, &Bits::of(post)) == Check::Clear
         }
     }
 
@@ -343,9 +375,18 @@ mod tests {
         // At 97 the post sees only "b", which cannot match it.
         assert!(la.clears(1, &key(97, 0, 50), &query));
         // At 100 it also sees "a", a near copy still undecided.
-        assert_eq!(la.check(1, &key(100, 0, 50), &query), Check::MayMatch);
-        assert_eq!(la.check(1, &key(121, 0, 50), &query), Check::Unread);
-        assert_eq!(la.check(5, &key(100, 0, 50), &query), Check::NotFollowed);
+        assert_eq!(
+            la.check(1, &key(100, 0, 50), &query, &Bits::of(&query)),
+            Check::MayMatch
+        );
+        assert_eq!(
+            la.check(1, &key(121, 0, 50), &query, &Bits::of(&query)),
+            Check::Unread
+        );
+        assert_eq!(
+            la.check(5, &key(100, 0, 50), &query, &Bits::of(&query)),
+            Check::NotFollowed
+        );
         // Another text at 100 is clear of both.
         let other = routed(&tok, "o", None, 1, "明天下午三点开会请大家准时参加不要迟到");
         assert!(la.clears(1, &key(100, 0, 50), &other.analyzed.sketch()));

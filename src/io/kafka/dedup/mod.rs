@@ -23,6 +23,7 @@
 
 mod ahead;
 mod changelog;
+mod lanes;
 mod local;
 mod owned;
 
@@ -38,7 +39,7 @@ use rdkafka::Offset;
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceLog, Tag};
 use super::gate::{self, Bound, Progress};
-use super::lookahead::{Check, Lookahead};
+use super::lookahead::Lookahead;
 use super::outbox::{self, send, settle, Out};
 use super::wire::{routed_seq, RoutedPost};
 use super::{KafkaConfig, KafkaError};
@@ -113,7 +114,7 @@ struct Worker<'a> {
 
 /// Delivery reports are applied after every this many decisions in one round (the producer
 /// queue never fills with unsettled reports).
-const SETTLE_EVERY_DECISIONS: usize = 1024;
+pub(super) const SETTLE_EVERY_DECISIONS: usize = 1024;
 
 /// A `progress` log line every this many records.
 const PROGRESS_LOG_EVERY: u64 = 10_000;
@@ -289,7 +290,7 @@ impl<'a> Worker<'a> {
     }
 
     /// The order key the head record of `p` will get (mirrors `Engine::decide`).
-    fn head_key(&self, p: u32) -> Option<OrderKey> {
+    pub(super) fn head_key(&self, p: u32) -> Option<OrderKey> {
         let o = self.owned.get(&p).filter(|o| o.started)?;
         let s = o.buf.front()?;
         let post = s.post.as_ref().ok();
@@ -314,7 +315,7 @@ impl<'a> Worker<'a> {
     }
 
     /// What is known about partition `q` (see `gate`).
-    fn bound(&self, q: u32) -> Bound {
+    pub(super) fn bound(&self, q: u32) -> Bound {
         let Some(o) = self.owned.get(&q) else {
             return self.progress.bound(q);
         };
@@ -344,60 +345,7 @@ impl<'a> Worker<'a> {
         Ok(n)
     }
 
-    fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
-        let mut n = 0;
-        loop {
-            let heads = self
-                .owned
-                .iter()
-                .filter(|(_, o)| o.started)
-                .filter_map(|(p, o)| {
-                    let s = o.buf.front()?;
-                    let post = s.post.as_ref().ok();
-                    let (time, arrival) = (
-                        post.and_then(|r| r.created_at),
-                        post.and_then(|r| r.input_ms),
-                    );
-                    Some((*p, routed_seq(s.offset, s.index), time, arrival))
-                });
-            let Some((p, key)) = gate::next_in_order(&self.engine, heads) else {
-                return Ok(n);
-            };
-            let v = self.k.visibility();
-            // Not its turn yet on a partition: unless nothing undecided there could match it.
-            let ahead = std::cell::Cell::new(false);
-            let head = self.owned.get(&p).and_then(|o| o.buf.front());
-            let clears = |q| {
-                let clear = match head.map(|s| &s.post) {
-                    Some(Ok(post)) => {
-                        let c = self.lookahead.check(q, &key, &post.analyzed.sketch());
-                        self.ahead.note(c);
-                        c == Check::Clear
-                    }
-                    // A malformed record is rejected whatever else was decided.
-                    Some(Err(_)) => true,
-                    None => false,
-                };
-                ahead.set(ahead.get() || clear);
-                clear
-            };
-            if !gate::may_decide(&key, p, self.partitions, &v, |q| self.bound(q), clears) {
-                self.ahead.wanted = true;
-                return Ok(n);
-            }
-            if ahead.get() {
-                self.stats.ahead += 1;
-                metrics::global().decided_ahead();
-            }
-            self.decide_one(c, p)?;
-            n += 1;
-            if n.is_multiple_of(SETTLE_EVERY_DECISIONS) {
-                self.settle(c)?;
-            }
-        }
-    }
-
-    fn decide_one(&mut self, c: &Clients, p: u32) -> Result<(), KafkaError> {
+    pub(super) fn decide_one(&mut self, c: &Clients, p: u32) -> Result<(), KafkaError> {
         let Some(slot) = self.owned.get_mut(&p).and_then(|o| o.buf.pop_front()) else {
             return Ok(());
         };

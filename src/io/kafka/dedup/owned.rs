@@ -12,10 +12,12 @@ use rdkafka::Message;
 
 use super::super::client::{self, RebalanceEvent};
 use super::super::gate::{Bound, Last};
+use super::super::lookahead::gates_of;
 use super::super::wire::{decode_routed_record, RoutedPost};
 use super::super::KafkaError;
 use super::{Clients, Worker, IDLE_WAIT};
 use crate::metrics;
+use crate::verify::Gates;
 
 /// Routed records taken per poll round before the worker decides (and reads the changelog).
 const ROUTED_POLL_BATCH: usize = 2_000;
@@ -30,6 +32,8 @@ pub(super) struct Slot {
     pub(super) index: u32,
     pub(super) count: u32,
     pub(super) post: Result<RoutedPost, String>,
+    /// Verification's gates of the post (`lookahead::gates_of`).
+    pub(super) gates: Option<Gates>,
 }
 
 /// A partition this worker owns.
@@ -129,6 +133,7 @@ impl Worker<'_> {
                             offset,
                             index: index as u32,
                             count,
+                            gates: gates_of(&post.analyzed),
                             post: Ok(post),
                         });
                     }
@@ -138,6 +143,7 @@ impl Worker<'_> {
                     index: 0,
                     count: 1,
                     post: Err(e.to_string()),
+                    gates: None,
                 }),
             }
             if owned.buf.len() > MAX_BUFFERED_POSTS {

@@ -1,0 +1,127 @@
+//! Which buffered post a dedup worker decides next. Every owned partition is a lane; a lane's
+//! head may be decided when every other partition allows it in the global order (`gate`) or
+//! clears it: nothing undecided there that the head sees could match it. Another worker's
+//! partition is cleared by read-ahead (`lookahead`); one of this worker's own by its buffer,
+//! by the same rule. So a post that may match an undecided post elsewhere waits for it, and
+//! the other lanes go on meanwhile.
+
+use std::cell::{Cell, OnceCell};
+
+use super::super::gate;
+use super::super::lookahead::{frontier, Check};
+use super::super::wire::routed_seq;
+use super::super::KafkaError;
+use super::{Clients, Worker, SETTLE_EVERY_DECISIONS};
+use crate::engine::{next_order_key, Position};
+use crate::index::OrderKey;
+use crate::metrics;
+use crate::verify::{Bits, Sketch};
+
+impl Worker<'_> {
+    /// Decides buffered posts while some lane's head may be decided, the earliest such head
+    /// first; returns how many.
+    pub(super) fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
+        let mut n = 0;
+        loop {
+            let mut heads: Vec<(OrderKey, u32)> = self
+                .owned
+                .keys()
+                .filter_map(|p| self.head_key(*p).map(|k| (k, *p)))
+                .collect();
+            heads.sort_unstable();
+            let mut next = None;
+            for (key, p) in &heads {
+                match self.may_decide_head(*p, key) {
+                    Some(ahead) => {
+                        next = Some((*p, ahead));
+                        break;
+                    }
+                    None => self.ahead.wanted = true,
+                }
+            }
+            let Some((p, ahead)) = next else {
+                return Ok(n);
+            };
+            if ahead {
+                self.stats.ahead += 1;
+                metrics::global().decided_ahead();
+            }
+            self.decide_one(c, p)?;
+            n += 1;
+            if n.is_multiple_of(SETTLE_EVERY_DECISIONS) {
+                self.settle(c)?;
+            }
+        }
+    }
+
+    /// Whether the head of lane `p`, with key `key`, may be decided now: `Some(ahead)`, where
+    /// `ahead` says some partition cleared it before its turn.
+    fn may_decide_head(&self, p: u32, key: &OrderKey) -> Option<bool> {
+        let head = self.owned.get(&p)?.buf.front()?;
+        let v = self.k.visibility();
+        let ahead = Cell::new(false);
+        let bits = OnceCell::new();
+        let clears = |q| {
+            let clear = match &head.post {
+                Ok(post) => {
+                    let sketch = post.analyzed.sketch();
+                    let bits = bits.get_or_init(|| Bits::of(&sketch));
+                    let c = if self.owned.contains_key(&q) {
+                        self.own_check(q, key, &sketch, bits)
+                    } else {
+                        self.lookahead.check(q, key, &sketch, bits)
+                    };
+                    self.ahead.note(c);
+                    c == Check::Clear
+                }
+                // A malformed record is rejected whatever else was decided.
+                Err(_) => true,
+            };
+            ahead.set(ahead.get() || clear);
+            clear
+        };
+        gate::may_decide(key, p, self.partitions, &v, |q| self.bound(q), clears)
+            .then(|| ahead.get())
+    }
+
+    /// `Lookahead::check` for lane `q` of this worker: its buffered posts, keyed as they will
+    /// be decided, then what is not buffered yet.
+    fn own_check(&self, q: u32, key: &OrderKey, post: &Sketch<'_>, bits: &Bits) -> Check {
+        let Some(o) = self.owned.get(&q).filter(|o| o.started) else {
+            return Check::NotFollowed;
+        };
+        let v = self.k.visibility();
+        let mut watermark = self.engine.watermarks().get(&q).copied();
+        let mut arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
+        for s in &o.buf {
+            let Ok(r) = &s.post else { continue };
+            let at = Position {
+                partition: q,
+                seq: routed_seq(s.offset, s.index),
+                arrival: r.input_ms,
+            };
+            let k = next_order_key(watermark, arrival, at, r.created_at, &v);
+            if !key.sees(&k, &v) {
+                return Check::Clear;
+            }
+            watermark = Some(k.tau);
+            if k.arrival != 0 {
+                arrival = k.arrival;
+            }
+            if let Some(g) = &s.gates {
+                if self
+                    .lookahead
+                    .may_match(post, bits, g, &r.analyzed.sketch())
+                {
+                    return Check::MayMatch;
+                }
+            }
+        }
+        let next_offset = o.buf.back().map_or(o.next_offset, |s| s.offset + 1);
+        if key.sees(&frontier(q, next_offset, watermark, arrival), &v) {
+            Check::Unread
+        } else {
+            Check::Clear
+        }
+    }
+}
