@@ -58,7 +58,7 @@ pub enum Command {
     /// Produce the lines of a JSON-lines file or stdin to a topic (to feed a raw topic).
     #[command(after_help = cmd::topics::PRODUCE_HELP)]
     Produce(cmd::topics::ProduceArgs),
-    /// Write all records of a topic to a JSON-lines file (stops after --idle-ms without records).
+    /// Write all records of a topic to a JSON-lines file (up to its end at start, then until --idle-ms without records).
     #[command(after_help = cmd::topics::EXPORT_HELP)]
     Export(cmd::topics::ExportArgs),
     /// Throughput baseline: copy a topic to another unchanged, with the stages' built-in client

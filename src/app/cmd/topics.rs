@@ -37,10 +37,13 @@ pub(crate) const EXPORT_HELP: &str = "Example:
   simdedup export --brokers 127.0.0.1:9092 --topic posts.unique --output unique.jsonl
 
 Reads every partition from the beginning, outside any consumer group (no offsets committed), and
-writes each record's value as one line (keys are dropped; partitions interleave). Client settings
-are the built-in ones: no --config, so no [kafka.consumer] settings (SASL/SSL).
+writes each record's value as one line (keys are dropped; partitions interleave). It stops once
+every partition is read up to the end offset it had when export started and no record came for
+--idle-ms (records written meanwhile are included while they keep coming); it fails if a partition
+is still short of that end after max(--idle-ms, 60 s) without a record. Client settings are the
+built-in ones: no --config, so no [kafka.consumer] settings (SASL/SSL).
 
-Exit codes: 0 done; 1 a write or Kafka error.";
+Exit codes: 0 done; 1 a write or Kafka error, or a partition left short of its end.";
 
 /// `export` options.
 #[derive(Debug, Args)]
@@ -54,7 +57,8 @@ pub struct ExportArgs {
     /// Output file, `-` for stdout.
     #[arg(long, default_value = "-")]
     pub output: String,
-    /// Stop after this many milliseconds without a record.
+    /// Stop after this many milliseconds without a record, once every partition is read up to
+    /// its end offset at start.
     #[arg(long, default_value_t = 3000)]
     pub idle_ms: u64,
     /// Start every line with the record's Kafka timestamp in unix ms (-1 if it has none) and a

@@ -137,13 +137,28 @@ pub fn export(
         .map(|t| t.partitions().len())
         .unwrap_or(0);
     let mut tpl = TopicPartitionList::new();
+    let mut marks = Vec::with_capacity(parts);
     for p in 0..parts {
         tpl.add_partition_offset(topic, p as i32, Offset::Beginning)?;
+        marks.push(consumer.fetch_watermarks(topic, p as i32, Duration::from_secs(10))?);
     }
     consumer.assign(&tpl)?;
+    let mut ends = ExportEnds::new(&marks);
     let mut n = 0u64;
     let mut last = Instant::now();
-    while last.elapsed() < idle {
+    loop {
+        let quiet = last.elapsed();
+        if quiet >= idle && ends.short() == 0 {
+            return Ok(n);
+        }
+        if quiet >= idle.max(EXPORT_STALL) {
+            return Err(KafkaError::Config(format!(
+                "export of {topic}: no record for {} s with {} partition(s) short of the end \
+                 offsets read at start ({n} records written)",
+                quiet.as_secs(),
+                ends.short()
+            )));
+        }
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 if timestamps {
@@ -153,6 +168,7 @@ pub fn export(
                 out.write_all(m.payload().unwrap_or_default())
                     .and_then(|_| out.write_all(b"\n"))
                     .map_err(|e| KafkaError::Config(e.to_string()))?;
+                ends.read(m.partition(), m.offset());
                 n += 1;
                 last = Instant::now();
             }
@@ -160,7 +176,43 @@ pub fn export(
             Some(Err(e)) => return Err(e.into()),
         }
     }
-    Ok(n)
+}
+
+/// How long `export` waits without a record while a partition is still short of the end offset
+/// it read at start (a slow broker serving a large partition) before it fails.
+const EXPORT_STALL: Duration = Duration::from_secs(60);
+
+/// The end offsets of a topic's partitions when `export` started, and how far each was read:
+/// export never stops on idleness while a partition is short of its end. (A broker whose high
+/// watermark lags the log, as tansu's memory storage does, is covered by the idle rule.)
+struct ExportEnds {
+    end: Vec<i64>,
+    next: Vec<i64>,
+}
+
+impl ExportEnds {
+    /// From each partition's (low, high) watermarks: it is read from low up to high.
+    fn new(marks: &[(i64, i64)]) -> Self {
+        ExportEnds {
+            end: marks.iter().map(|m| m.1).collect(),
+            next: marks.iter().map(|m| m.0).collect(),
+        }
+    }
+
+    fn read(&mut self, partition: i32, offset: i64) {
+        if let Some(n) = self.next.get_mut(partition as usize) {
+            *n = (*n).max(offset + 1);
+        }
+    }
+
+    /// Partitions not yet read up to their end offset.
+    fn short(&self) -> usize {
+        self.end
+            .iter()
+            .zip(&self.next)
+            .filter(|(e, n)| n < e)
+            .count()
+    }
 }
 
 /// The pass-through baseline of the throughput benchmark: consumes `from` in a consumer group and
@@ -217,4 +269,27 @@ pub fn passthrough(
     }
     producer.flush(Duration::from_secs(30))?;
     Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ExportEnds;
+
+    #[test]
+    fn export_ends_count_partitions_short_of_their_start_end() {
+        // Partition 0 holds offsets 0..3, partition 1 is empty after retention (5..5), partition 2
+        // starts at 10 and ends at 12.
+        let mut e = ExportEnds::new(&[(0, 3), (5, 5), (10, 12)]);
+        assert_eq!(e.short(), 2);
+        e.read(0, 2);
+        assert_eq!(e.short(), 1);
+        e.read(2, 10);
+        assert_eq!(e.short(), 1, "offset 11 is still to come");
+        e.read(2, 11);
+        assert_eq!(e.short(), 0);
+        // Records past the start's end (written since) and unknown partitions change nothing.
+        e.read(0, 7);
+        e.read(9, 1);
+        assert_eq!(e.short(), 0);
+    }
 }
