@@ -7,12 +7,15 @@
 #   scripts/bench-live.sh WORKERS RATE SECS
 # WORKERS: `all` (one `run --role all`) or N (one `run --role route` and N `run --role dedup`
 # workers in one group). Prints posts produced and decided, lost posts, repeated outputs (and
-# whether repeats are identical), latency p50/p90/p99/p99.9/max, the rate achieved, each
-# worker's CPU seconds per 1,000 posts and its simdedup_end_to_end_latency_seconds histogram;
+# whether repeats are identical), latency p50/p90/p99/p99.9/max, the rate achieved, CPU seconds
+# per 1,000 posts of each worker and (from the stream's start) of the broker, and each worker's
+# simdedup_end_to_end_latency_seconds and (dedup stage) simdedup_routed_latency_seconds: mean and
+# the bucket bounds of p50 and p99;
 # writes summary.json to the work dir (and to $SIMDEDUP_LIVE_OUT if set).
 # The workers run for SIMDEDUP_LIVE_WARMUP seconds (default 5) before the stream starts, as
 # long-running workers would; SIMDEDUP_LIVE_TIMEOUT (default 300) bounds the wait for the last
-# verdict; SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports).
+# verdict; SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports); SIMDEDUP_LIVE_CONFIG is
+# TOML appended to the workers' config (e.g. $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() { echo "usage: $0 all|N RATE SECS" >&2; exit 2; }
@@ -50,6 +53,7 @@ rejected_topic = "live.rejected"
 changelog_topic = "live.changelog"
 routed_partitions = 8
 TOML
+printf '%s\n' "${SIMDEDUP_LIVE_CONFIG:-}" >> "$work/config.toml"
 # The raw topic exists, with 8 partitions, before the workers subscribe.
 "$bin" produce --topic live.posts --partitions 8 --input /dev/null
 
@@ -84,6 +88,8 @@ sleep "$warmup"
 cpu() { # pid -> CPU seconds (utime + stime)
   awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
 }
+broker_pid=$(cat "$SIMDEDUP_RUN/broker.pid")
+broker0=$(cpu "$broker_pid")
 echo "streaming $count posts at $rate/s into live.posts (workers: $workers)" >&2
 "$bin" generate --count "$count" --rate "$rate" --event-rate "$rate" --start now \
   --topic live.posts --partitions 8 --brokers "$SIMDEDUP_BROKERS" >&2
@@ -111,8 +117,10 @@ done
   for i in "${!names[@]}"; do
     n=${names[$i]}
     echo "cpu ${n} $(cpu "${pids[$i]}")"
-    curl -s "http://$(addr "$n")/metrics" | grep '^simdedup_end_to_end_latency_seconds' | sed "s/^/hist $n /" || true
+    curl -s "http://$(addr "$n")/metrics" |
+      grep -E '^simdedup_(end_to_end|routed)_latency_seconds_(bucket|sum)' | sed "s/^/hist $n /" || true
   done
+  echo "cpu broker $(python3 -c "print($(cpu "$broker_pid") - $broker0)")"
 } > "$work/workers.txt"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -149,13 +157,18 @@ windows = collections.defaultdict(list)
 for t, l in by_input:
     windows[(t - by_input[0][0]) // 10000].append(l)
 p99_by_10s = [sorted(v)[int(0.99 * len(v))] for _, v in sorted(windows.items())]
-cpu, hist = {}, collections.defaultdict(list)
+cpu, sums, hist = {}, {}, collections.defaultdict(list)
 for line in open(f"{work}/workers.txt"):
     parts = line.split()
     if parts[0] == "cpu":
         cpu[parts[1]] = float(parts[2])
-    elif parts[0] == "hist" and "_bucket" in parts[2]:
-        hist[parts[1]].append((parts[2].split('le="')[1].split('"')[0], int(float(parts[3]))))
+    elif parts[0] == "hist":
+        name = parts[2].split("_latency")[0].removeprefix("simdedup_")
+        if "_sum" in parts[2]:
+            sums[f"{parts[1]} {name}"] = float(parts[3])
+            continue
+        hist[f"{parts[1]} {name}"].append(
+            (parts[2].split('le="')[1].split('"')[0], int(float(parts[3]))))
 s = {
     "workers": workers, "rate": int(rate), "secs": int(secs),
     "produced": len(raw), "decided": len(lat), "lost": lost,
@@ -165,7 +178,7 @@ s = {
                    "max": lat[-1] if lat else None},
     "p99_ms_by_10s_of_input": p99_by_10s,
     "cpu_secs_per_1000_posts": {n: round(c / max(1, len(raw)) * 1000, 3) for n, c in cpu.items()},
-    "end_to_end_histogram": dict(hist),
+    "latency_histograms": dict(hist),
 }
 out = json.dumps(s, indent=1)
 open(f"{work}/summary.json", "w").write(out)
@@ -178,5 +191,12 @@ print(f"workers {workers}: {s['produced']} posts at {s['input_rate']}/s, {s['dec
 print("p99 ms per 10 s of input: " + " ".join(map(str, p99_by_10s)))
 print("CPU s per 1,000 posts: " + ", ".join(f"{n} {v}" for n, v in s["cpu_secs_per_1000_posts"].items()))
 for n, b in hist.items():
-    print(f"{n} simdedup_end_to_end_latency_seconds (cumulative): " + " ".join(f"le={le}:{c}" for le, c in b))
+    if not b or b[-1][1] == 0:
+        continue
+    total = b[-1][1]
+    # The bucket bound under which half and 99% of the posts fall.
+    at = lambda f: next(le for le, c in b if c >= f * total)
+    mean = sums.get(n, 0) / total * 1000
+    print(f"{n} latency (worker histogram): mean {mean:.0f} ms, p50 <= {at(0.5)} s, "
+          f"p99 <= {at(0.99)} s, {total} posts")
 PY

@@ -76,6 +76,7 @@ pub struct Metrics {
     consumer_lag: Family<PartitionLabel, Gauge>,
     stages: [SharedHist; Stage::ALL.len()],
     end_to_end: SharedHist,
+    routed_in: SharedHist,
     order_wait: Counter<f64, std::sync::atomic::AtomicU64>,
     decided_ahead: Counter,
     outputs_acked: Counter,
@@ -166,6 +167,12 @@ impl Metrics {
             "Kafka stages: output record time minus the raw input record's timestamp, per post (dedup workers: verdicts; route workers: rejections)",
             end_to_end.clone(),
         );
+        let routed_in = SharedHist::new(Scale::Millis);
+        r.register(
+            "simdedup_routed_latency_seconds",
+            "Dedup workers: time a post's routed record was received minus its raw input record's timestamp (the route stage and two broker hops; end-to-end minus this is the dedup stage)",
+            routed_in.clone(),
+        );
         let order_wait = Counter::<f64, std::sync::atomic::AtomicU64>::default();
         r.register(
             "simdedup_order_wait_seconds",
@@ -198,6 +205,7 @@ impl Metrics {
             consumer_lag,
             stages,
             end_to_end,
+            routed_in,
             order_wait,
             decided_ahead,
             outputs_acked,
@@ -267,6 +275,12 @@ impl Metrics {
     pub fn observe_end_to_end(&self, input_ms: i64, now_ms: i64) {
         let ms = now_ms.saturating_sub(input_ms).max(0) as u64;
         self.end_to_end.with(|h| h.observe(ms));
+    }
+
+    /// When a post reached the dedup stage: `now_ms` minus its raw record's timestamp.
+    pub fn observe_routed(&self, input_ms: i64, now_ms: i64) {
+        let ms = now_ms.saturating_sub(input_ms).max(0) as u64;
+        self.routed_in.with(|h| h.observe(ms));
     }
 
     /// Starts timing a stage, only while metrics are served (the clock read costs a little per
@@ -605,6 +619,10 @@ mod tests {
         let has = |s: &str| e2e.iter().any(|l| l.ends_with(s));
         assert!(has("le=\"0.001\"} 1") && has("le=\"0.5\"} 2") && has("le=\"0.75\"} 3"));
         assert!(text.contains("simdedup_end_to_end_latency_seconds_sum 1.0\n"));
+        m.observe_routed(1_000, 1_250);
+        assert!(m
+            .render()
+            .contains("simdedup_routed_latency_seconds_sum 0.25\n"));
     }
 
     #[test]

@@ -128,7 +128,11 @@ impl Worker<'_> {
             match decode_routed_record(m.payload().unwrap_or_default()) {
                 Ok(posts) => {
                     let count = posts.len() as u32;
+                    let now = crate::clock::now_millis();
                     for (index, post) in posts.into_iter().enumerate() {
+                        if let Some(ms) = post.input_ms {
+                            metrics::global().observe_routed(ms, now);
+                        }
                         owned.buf.push_back(Slot {
                             offset,
                             index: index as u32,
