@@ -1,7 +1,8 @@
 //! Reading ahead into the routed partitions other workers own (`lookahead`): a consumer
 //! outside the group follows each such partition from its owner's newest progress marker, so
 //! that a post whose turn has not come in the global order can still be decided when nothing
-//! undecided there could match it. Only read while some post waits on another partition.
+//! undecided there could match it. Only read, and only fetched, while posts wait on another
+//! partition.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -24,6 +25,13 @@ const AHEAD_POLL_BATCH: usize = 64;
 /// wait for markers as in the strict order.
 const AHEAD_MAX_PENDING: usize = 50_000;
 
+/// The read-ahead consumer stops fetching when no post has waited on another worker's
+/// partition for this long, and starts again (from the owners' newest markers, if it lags)
+/// when one does: on a live stream markers settle nearly every wait, and each consumer that
+/// polls adds to the broker's load, most of all on brokers that hold every fetch for the
+/// whole fetch wait (tansu).
+const AHEAD_PAUSE_AFTER: Duration = Duration::from_millis(500);
+
 /// A partition is followed again from its owner's newest marker when the reading lags that
 /// marker by more than this many records (everything before it is decided).
 const AHEAD_RESTART_LAG: u64 = 4;
@@ -38,6 +46,8 @@ pub(super) struct AheadReader {
     gaps: BTreeMap<u32, u64>,
     /// Whether a post waited on a partition it does not own in the last round.
     pub(super) wanted: bool,
+    /// When a post last waited on a partition this worker does not own.
+    last_wanted: Option<std::time::Instant>,
     /// `Lookahead::check` outcomes: clear, not followed, unread, may match.
     pub(super) checks: std::cell::Cell<[u64; 4]>,
 }
@@ -81,6 +91,9 @@ impl Worker<'_> {
             }
         }
         let wanted = std::mem::take(&mut self.ahead.wanted);
+        if wanted {
+            self.ahead.last_wanted = Some(std::time::Instant::now());
+        }
         let followed: BTreeMap<u32, u64> = self.lookahead.followed().collect();
         let mut changed = followed.keys().any(|q| !want.contains_key(q));
         for q in followed.keys().filter(|q| !want.contains_key(q)) {
@@ -151,21 +164,26 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// Pauses partitions read far ahead of their owners and resumes them once they catch up.
+    /// Pauses partitions read far ahead of their owners, or all of them while no post waits,
+    /// and resumes them once they catch up and a post waits again.
     fn pace_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let unwanted = self
+            .ahead
+            .last_wanted
+            .is_none_or(|t| t.elapsed() >= AHEAD_PAUSE_AFTER);
         for q in self.ahead.assigned.keys() {
-            let full = self.lookahead.pending(*q) >= AHEAD_MAX_PENDING;
-            if self.ahead.paused.get(q).copied().unwrap_or(false) == full {
+            let pause = unwanted || self.lookahead.pending(*q) >= AHEAD_MAX_PENDING;
+            if self.ahead.paused.get(q).copied().unwrap_or(false) == pause {
                 continue;
             }
             let mut tpl = TopicPartitionList::new();
             tpl.add_partition(&self.k.routed_topic, *q as i32);
-            if full {
+            if pause {
                 c.ahead.pause(&tpl)?;
             } else {
                 c.ahead.resume(&tpl)?;
             }
-            self.ahead.paused.insert(*q, full);
+            self.ahead.paused.insert(*q, pause);
         }
         Ok(())
     }
