@@ -81,6 +81,9 @@ cpu() { # CPU seconds (user + system) used so far by process $1
 }
 broker=$(cat "$SIMDEDUP_RUN/broker.pid")
 last=$(( (n / 10000) * 10000 ))
+# The copy's topic exists before either baseline starts (confluent-kafka's producer does not
+# create topics, and tansu does not create them on produce).
+"$bin" produce --brokers "$SIMDEDUP_BROKERS" --topic bench.copy --partitions 8 --input /dev/null 2>/dev/null
 b0=$(cpu "$broker")
 if [ "$baseline" = confluent ]; then
   "$venv/bin/python" scripts/passthrough.py "$SIMDEDUP_BROKERS" bench.posts bench.copy "$n" 2> "$work/pass.log" &
@@ -88,7 +91,7 @@ else
   "$bin" --log-level info passthrough --brokers "$SIMDEDUP_BROKERS" --from bench.posts --to bench.copy 2> "$work/pass.log" &
 fi
 pid=$!
-wait_progress "$work/pass.log" "$last" || { echo "passthrough did not finish:" >&2; tail -5 "$work/pass.log" >&2; }
+wait_progress "$work/pass.log" "$last" || { echo "passthrough did not finish:" >&2; tail -5 "$work/pass.log" >&2; exit 1; }
 pass_cpu=$(cpu $pid); b1=$(cpu "$broker")
 kill -TERM $pid; wait $pid || true
 b2=$(cpu "$broker")

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """A confluent-kafka consume-and-produce loop, the baseline `scripts/bench-kafka.sh` compares
 `run --role all` with when SIMDEDUP_BENCH_BASELINE=confluent: copies every record of FROM to
-TO (same partition, key and value) until RECORDS have been copied, then flushes. Logs in the
+TO (same partition, key and value) until RECORDS have been copied, then flushes and waits to
+be stopped (SIGTERM), as `simdedup passthrough` does, so the bench can read its CPU time. Logs in the
 form of simdedup's own (an `Assigned` rebalance line, a `progress records=N` line every
 10,000), so the bench reads both alike.
 
     scripts/passthrough.py BROKERS FROM TO RECORDS
 """
 import datetime
+import signal
 import sys
 
 from confluent_kafka import Consumer, Producer
@@ -54,6 +56,8 @@ def main() -> None:
     producer.flush()
     consumer.close()
     log(f"copied records={copied}")
+    while True:
+        signal.pause()
 
 
 if __name__ == "__main__":
