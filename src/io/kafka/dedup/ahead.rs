@@ -159,6 +159,9 @@ impl Worker<'_> {
             )?;
         }
         c.ahead.assign(&tpl)?;
+        // A partition kept across assignments may keep librdkafka's pause: resume all, so that
+        // what `pace_ahead` believes holds.
+        c.ahead.resume(&tpl)?;
         self.ahead.assigned = followed;
         self.ahead.paused.clear();
         Ok(())
