@@ -21,22 +21,9 @@ input=${3:-../shared/bench/weibo-dev-small/posts.jsonl}
   exit 2
 }
 timeout=${SIMDEDUP_BACKLOG_TIMEOUT:-1800}
-cargo build --release --locked -q
-bin=$PWD/target/release/simdedup
-work=$(mktemp -d)
-echo "work dir: $work" >&2
-export SIMDEDUP_RUN=$work/broker
-pids=()
+source scripts/bench-env.sh
+bench_start
 names=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  bash scripts/broker.sh stop >/dev/null 2>&1 || true
-  [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"
-}
-trap cleanup EXIT
-line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
-eval "$line"
-export SIMDEDUP_BROKERS
 # The route worker starts only after the dedup group settles: keep its empty routed partitions
 # from counting as idle before routing begins (README, Limits).
 cat > "$work/config.toml" <<'TOML'

@@ -26,21 +26,8 @@ workers=$1 rate=$2 secs=$3
 count=$((rate * secs))
 warmup=${SIMDEDUP_LIVE_WARMUP:-5}
 timeout=${SIMDEDUP_LIVE_TIMEOUT:-300}
-cargo build --release --locked -q
-bin=$PWD/target/release/simdedup
-work=$(mktemp -d)
-echo "work dir: $work" >&2
-export SIMDEDUP_RUN=$work/broker
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  bash scripts/broker.sh stop >/dev/null 2>&1 || true
-  [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"
-}
-trap cleanup EXIT
-line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
-eval "$line"
-export SIMDEDUP_BROKERS
+source scripts/bench-env.sh
+bench_start
 
 cat > "$work/config.toml" <<'TOML'
 [kafka]

@@ -25,20 +25,8 @@ timeout=${SIMDEDUP_KILL_TIMEOUT:-1800}
 # survivors get only their own partitions back, and the dead member's go to the next member that
 # joins. Restarting after the session timeout (10 s here) is the sequence tansu gets right.
 restart_delay=${SIMDEDUP_RESTART_DELAY:-15}
-cargo build --release --locked -q
-bin=$PWD/target/release/simdedup
-work=$(mktemp -d)
-echo "work dir: $work" >&2
-export SIMDEDUP_RUN=$work/broker
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  bash scripts/broker.sh stop >/dev/null 2>&1 || true
-  [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"
-}
-trap cleanup EXIT
-line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
-eval "$line"
+source scripts/bench-env.sh
+bench_start
 n=$(grep -c . "$input")
 
 # A dead member is evicted after session.timeout.ms; 10 s keeps the test short.

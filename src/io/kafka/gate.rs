@@ -111,7 +111,19 @@ pub(crate) fn local_bound(
         return Bound::Unknown;
     }
     // Watermarks and arrivals never fall, so the next record's key is at least this.
-    Bound::Key(OrderKey {
+    Bound::Key(frontier(partition, next_offset, watermark, arrival))
+}
+
+/// The key below which every post of a partition not yet seen lies no lower: at `next_offset`,
+/// with the partition's watermark (none before its first post) and arrival (watermarks and
+/// arrivals never fall).
+pub(crate) fn frontier(
+    partition: u32,
+    next_offset: u64,
+    watermark: Option<i64>,
+    arrival: i64,
+) -> OrderKey {
+    OrderKey {
         tau: watermark.unwrap_or(i64::MIN),
         arrival: if watermark.is_some() {
             arrival
@@ -120,7 +132,7 @@ pub(crate) fn local_bound(
         },
         partition,
         seq: routed_seq(next_offset, 0),
-    })
+    }
 }
 
 /// Whether the post of `partition` with key `key` may be decided now: every other of the

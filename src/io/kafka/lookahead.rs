@@ -13,7 +13,7 @@ use crate::engine::{next_order_key, Analyzed, Position};
 use crate::index::{OrderKey, Visibility};
 use crate::verify::{self, Bits, Gates, Sketch, VerifyConfig, VerifyMode};
 
-use super::gate::Bound;
+use super::gate::{frontier, Bound};
 use super::wire::{routed_seq, RoutedPost};
 
 /// A post read ahead, not yet known to be decided.
@@ -51,27 +51,6 @@ pub(crate) fn gates_of(a: &Analyzed) -> Option<Gates> {
         text_hash: s.text_hash as u32,
         bits: Bits::of(&s),
     })
-}
-
-/// The key below which every post of a partition not yet seen lies no lower: at `next_offset`,
-/// with the partition's watermark (none before its first post) and arrival (watermarks and
-/// arrivals never fall).
-pub(crate) fn frontier(
-    partition: u32,
-    next_offset: u64,
-    watermark: Option<i64>,
-    arrival: i64,
-) -> OrderKey {
-    OrderKey {
-        tau: watermark.unwrap_or(i64::MIN),
-        arrival: if watermark.is_some() {
-            arrival
-        } else {
-            i64::MIN
-        },
-        partition,
-        seq: routed_seq(next_offset, 0),
-    }
 }
 
 /// What `Lookahead::check` found.

@@ -8,7 +8,8 @@
 use std::cell::{Cell, OnceCell};
 
 use super::super::gate;
-use super::super::lookahead::{frontier, Check};
+use super::super::gate::frontier;
+use super::super::lookahead::Check;
 use super::super::wire::routed_seq;
 use super::super::KafkaError;
 use super::{Clients, Worker, SETTLE_EVERY_DECISIONS};
