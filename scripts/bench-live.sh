@@ -8,9 +8,9 @@
 # WORKERS: `all` (one `run --role all`) or N (one `run --role route` and N `run --role dedup`
 # workers in one group). Prints posts produced and decided, lost posts, repeated outputs (and
 # whether repeats are identical), latency p50/p90/p99/p99.9/max, the rate achieved, CPU seconds
-# per 1,000 posts of each worker and (from the stream's start) of the broker, and each worker's
-# simdedup_end_to_end_latency_seconds and (dedup stage) simdedup_routed_latency_seconds: mean and
-# the bucket bounds of p50 and p99;
+# per 1,000 posts of each worker and (while the stream is produced) of the broker, and each worker's
+# simdedup_end_to_end_latency_seconds and simdedup_received_latency_seconds (per stage): mean
+# and the bucket bounds of p50 and p99;
 # writes summary.json to the work dir (and to $SIMDEDUP_LIVE_OUT if set).
 # The workers run for SIMDEDUP_LIVE_WARMUP seconds (default 5) before the stream starts, as
 # long-running workers would; SIMDEDUP_LIVE_TIMEOUT (default 300) bounds the wait for the last
@@ -80,6 +80,7 @@ broker0=$(cpu "$broker_pid")
 echo "streaming $count posts at $rate/s into live.posts (workers: $workers)" >&2
 "$bin" generate --count "$count" --rate "$rate" --event-rate "$rate" --start now \
   --topic live.posts --partitions 8 --brokers "$SIMDEDUP_BROKERS" >&2
+broker1=$(cpu "$broker_pid")
 
 export_all() {
   for t in unique duplicates rejected; do
@@ -105,9 +106,9 @@ done
     n=${names[$i]}
     echo "cpu ${n} $(cpu "${pids[$i]}")"
     curl -s "http://$(addr "$n")/metrics" |
-      grep -E '^simdedup_(end_to_end|routed)_latency_seconds_(bucket|sum)' | sed "s/^/hist $n /" || true
+      grep -E '^simdedup_(end_to_end|received)_latency_seconds_(bucket|sum)' | sed "s/^/hist $n /" || true
   done
-  echo "cpu broker $(python3 -c "print($(cpu "$broker_pid") - $broker0)")"
+  echo "cpu broker $(python3 -c "print($broker1 - $broker0)")"
 } > "$work/workers.txt"
 for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
@@ -151,6 +152,8 @@ for line in open(f"{work}/workers.txt"):
         cpu[parts[1]] = float(parts[2])
     elif parts[0] == "hist":
         name = parts[2].split("_latency")[0].removeprefix("simdedup_")
+        if 'stage="' in parts[2]:
+            name += " by " + parts[2].split('stage="')[1].split('"')[0]
         if "_sum" in parts[2]:
             sums[f"{parts[1]} {name}"] = float(parts[3])
             continue

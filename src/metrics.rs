@@ -76,7 +76,8 @@ pub struct Metrics {
     consumer_lag: Family<PartitionLabel, Gauge>,
     stages: [SharedHist; Stage::ALL.len()],
     end_to_end: SharedHist,
-    routed_in: SharedHist,
+    /// Reception latency: [route stage (raw records), dedup stage (routed posts)].
+    received: [SharedHist; 2],
     order_wait: Counter<f64, std::sync::atomic::AtomicU64>,
     decided_ahead: Counter,
     outputs_acked: Counter,
@@ -167,12 +168,17 @@ impl Metrics {
             "Kafka stages: output record time minus the raw input record's timestamp, per post (dedup workers: verdicts; route workers: rejections)",
             end_to_end.clone(),
         );
-        let routed_in = SharedHist::new(Scale::Millis);
+        let received_family =
+            Family::<Label, SharedHist, fn() -> SharedHist>::new_with_constructor(|| {
+                SharedHist::new(Scale::Millis)
+            });
         r.register(
-            "simdedup_routed_latency_seconds",
-            "Dedup workers: time a post's routed record was received minus its raw input record's timestamp (the route stage and two broker hops; end-to-end minus this is the dedup stage)",
-            routed_in.clone(),
+            "simdedup_received_latency_seconds",
+            "Kafka stages: time a post was received minus its raw input record's timestamp (stage=route: the raw record, one broker hop; stage=dedup: its routed post, the route stage and two hops; end-to-end minus the dedup figure is the dedup stage)",
+            received_family.clone(),
         );
+        let received =
+            ["route", "dedup"].map(|s| received_family.get_or_create(&[("stage", s)]).clone());
         let order_wait = Counter::<f64, std::sync::atomic::AtomicU64>::default();
         r.register(
             "simdedup_order_wait_seconds",
@@ -205,7 +211,7 @@ impl Metrics {
             consumer_lag,
             stages,
             end_to_end,
-            routed_in,
+            received,
             order_wait,
             decided_ahead,
             outputs_acked,
@@ -277,10 +283,11 @@ impl Metrics {
         self.end_to_end.with(|h| h.observe(ms));
     }
 
-    /// When a post reached the dedup stage: `now_ms` minus its raw record's timestamp.
-    pub fn observe_routed(&self, input_ms: i64, now_ms: i64) {
+    /// When a post reached a stage (`dedup`: its routed post, else its raw record): `now_ms`
+    /// minus its raw record's timestamp.
+    pub fn observe_received(&self, dedup: bool, input_ms: i64, now_ms: i64) {
         let ms = now_ms.saturating_sub(input_ms).max(0) as u64;
-        self.routed_in.with(|h| h.observe(ms));
+        self.received[usize::from(dedup)].with(|h| h.observe(ms));
     }
 
     /// Starts timing a stage, only while metrics are served (the clock read costs a little per
@@ -619,10 +626,11 @@ mod tests {
         let has = |s: &str| e2e.iter().any(|l| l.ends_with(s));
         assert!(has("le=\"0.001\"} 1") && has("le=\"0.5\"} 2") && has("le=\"0.75\"} 3"));
         assert!(text.contains("simdedup_end_to_end_latency_seconds_sum 1.0\n"));
-        m.observe_routed(1_000, 1_250);
-        assert!(m
-            .render()
-            .contains("simdedup_routed_latency_seconds_sum 0.25\n"));
+        m.observe_received(true, 1_000, 1_250);
+        m.observe_received(false, 1_000, 1_010);
+        let text = m.render();
+        assert!(text.contains("simdedup_received_latency_seconds_sum{stage=\"dedup\"} 0.25\n"));
+        assert!(text.contains("simdedup_received_latency_seconds_sum{stage=\"route\"} 0.01\n"));
     }
 
     #[test]

@@ -158,6 +158,9 @@ pub fn run(
                     continue;
                 }
             };
+            if let Some(ms) = msg.timestamp().to_millis() {
+                metrics::global().observe_received(false, ms, crate::clock::now_millis());
+            }
             let line = msg.payload().unwrap_or_default().to_vec();
             let t = metrics::global().timer();
             let post = admission.admit(&line).map_err(|r| r.rejection);

@@ -131,7 +131,7 @@ impl Worker<'_> {
                     let now = crate::clock::now_millis();
                     for (index, post) in posts.into_iter().enumerate() {
                         if let Some(ms) = post.input_ms {
-                            metrics::global().observe_routed(ms, now);
+                            metrics::global().observe_received(true, ms, now);
                         }
                         owned.buf.push_back(Slot {
                             offset,
