@@ -151,34 +151,26 @@ impl Metrics {
             "Records between the committed offset and the high watermark, per assigned partition (librdkafka statistics)",
             consumer_lag.clone(),
         );
-        let stage_family =
-            Family::<Label, SharedHist, fn() -> SharedHist>::new_with_constructor(|| {
-                SharedHist::new(Scale::Nanos)
-            });
-        r.register(
+        let stages = stage_hists(
+            &mut r,
             "simdedup_stage_latency_seconds",
             "Time per record in each processing stage",
-            stage_family.clone(),
+            || SharedHist::new(Scale::Nanos),
+            Stage::ALL.map(Stage::as_str),
         );
-        let stages =
-            Stage::ALL.map(|s| stage_family.get_or_create(&[("stage", s.as_str())]).clone());
         let end_to_end = SharedHist::new(Scale::Millis);
         r.register(
             "simdedup_end_to_end_latency_seconds",
             "Kafka stages: output record time minus the raw input record's timestamp, per post (dedup workers: verdicts; route workers: rejections)",
             end_to_end.clone(),
         );
-        let received_family =
-            Family::<Label, SharedHist, fn() -> SharedHist>::new_with_constructor(|| {
-                SharedHist::new(Scale::Millis)
-            });
-        r.register(
+        let received = stage_hists(
+            &mut r,
             "simdedup_received_latency_seconds",
             "Kafka stages: time a post was received minus its raw input record's timestamp (stage=route: the raw record, one broker hop; stage=dedup: its routed post, the route stage and two hops; end-to-end minus the dedup figure is the dedup stage)",
-            received_family.clone(),
+            || SharedHist::new(Scale::Millis),
+            ["route", "dedup"],
         );
-        let received =
-            ["route", "dedup"].map(|s| received_family.get_or_create(&[("stage", s)]).clone());
         let order_wait = Counter::<f64, std::sync::atomic::AtomicU64>::default();
         r.register(
             "simdedup_order_wait_seconds",
@@ -549,6 +541,19 @@ impl Collector for EngineCell {
         }
         Ok(())
     }
+}
+
+/// Registers a histogram family labelled by `stage` and returns its members in `stages`' order.
+fn stage_hists<const N: usize>(
+    r: &mut Registry,
+    name: &str,
+    help: &str,
+    new: fn() -> SharedHist,
+    stages: [&'static str; N],
+) -> [SharedHist; N] {
+    let family = Family::<Label, SharedHist, fn() -> SharedHist>::new_with_constructor(new);
+    r.register(name, help, family.clone());
+    stages.map(|s| family.get_or_create(&[("stage", s)]).clone())
 }
 
 #[cfg(test)]

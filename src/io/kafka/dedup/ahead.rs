@@ -5,7 +5,7 @@
 //! partition.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError as RdError;
@@ -47,7 +47,7 @@ pub(super) struct AheadReader {
     /// Whether a post waited on a partition it does not own in the last round.
     pub(super) wanted: bool,
     /// When a post last waited on a partition this worker does not own.
-    last_wanted: Option<std::time::Instant>,
+    last_wanted: Option<Instant>,
     /// `Lookahead::check` outcomes: clear, not followed, unread, may match.
     pub(super) checks: std::cell::Cell<[u64; 4]>,
 }
@@ -92,7 +92,7 @@ impl Worker<'_> {
         }
         let wanted = std::mem::take(&mut self.ahead.wanted);
         if wanted {
-            self.ahead.last_wanted = Some(std::time::Instant::now());
+            self.ahead.last_wanted = Some(Instant::now());
         }
         let followed: BTreeMap<u32, u64> = self.lookahead.followed().collect();
         let mut changed = followed.keys().any(|q| !want.contains_key(q));
