@@ -53,7 +53,7 @@ for i in $(seq "$workers"); do start "dedup$i" dedup; done
 settled() {
   local total=0 i last
   for i in $(seq "$workers"); do
-    last=$(grep 'rebalance event=' "$work/dedup$i.log" | tail -1)
+    last=$(grep 'rebalance .*event=' "$work/dedup$i.log" | tail -1)
     [[ $last == *Assigned* ]] || return 1
     total=$((total + $(sed 's/.*Assigned(\[\(.*\)\]).*/\1/' <<< "$last" | tr ',' '\n' | grep -c '[0-9]')))
   done
