@@ -70,7 +70,7 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     .stages();
     let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
     let stop = AtomicBool::new(false);
-    let routing = AtomicBool::new(false);
+    let routing = route::RouteStatus::default();
     let state = tempfile::tempdir().unwrap();
     let local = dedup::LocalStateDir {
         dir: state.path().to_path_buf(),

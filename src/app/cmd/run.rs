@@ -1,7 +1,5 @@
 //! `simdedup run`: the Kafka stream processor, stage route, dedup or both in one process.
 
-use std::sync::atomic::AtomicBool;
-
 use clap::{Args, ValueEnum};
 
 use crate::app::common::{
@@ -147,7 +145,7 @@ pub(crate) fn run(a: RunArgs) -> CmdResult {
     };
     let fail = |e: crate::io::kafka::KafkaError| (EXIT_FAILURE, e.to_string());
     // With both stages here, dedup holds off declaring partitions idle until route routes.
-    let routing = AtomicBool::new(false);
+    let routing = crate::io::kafka::route::RouteStatus::default();
     let routing = (a.role == Role::All).then_some(&routing);
     std::thread::scope(|s| {
         // Whichever stage ends first (error or signal) stops the other.

@@ -342,7 +342,7 @@ impl ConsumerContext for RebalanceLog {
             RebalanceEvent::Assigned(_) => "assign",
             RebalanceEvent::Revoked(_) => "revoke",
         });
-        tracing::info!(event = ?ev, "rebalance");
+        tracing::info!(topic = %self.topic, event = ?ev, "rebalance");
         if let Ok(mut e) = self.events.lock() {
             e.push(ev);
         }
@@ -458,6 +458,11 @@ impl FetchProgress {
             (None, _) if self.start.is_some() || self.polled_to.is_some() => Fetched::NoWatermark,
             _ => Fetched::Unknown,
         };
+    }
+
+    /// Whether the broker reported nothing past what was fetched (not just no report).
+    pub fn caught_up(&self) -> bool {
+        matches!(self.state, Fetched::All)
     }
 
     /// Whether the partition may be caught up: the broker reported nothing past what was

@@ -72,6 +72,28 @@ impl Progress {
         }
     }
 
+    /// What a worker resuming `partition` at the committed offset `start` takes over from its
+    /// previous owner: the last decided record, if a marker placed it right before `start`, and
+    /// whether the latest marker declared the partition idle there (an idle marker without a
+    /// record comes from an owner that decided nothing since it resumed at that same offset).
+    /// Such a partition had been idle before the handover (or restart), and if nothing arrived
+    /// since, it still is: it need not wait out `idle_after_ms` again.
+    pub(crate) fn resume(&self, partition: u32, start: Option<i64>) -> (Last, bool) {
+        let Some(at) = start.and_then(|s| u64::try_from(s).ok()) else {
+            return (None, false);
+        };
+        let last = self
+            .before(partition, at)
+            .filter(|(o, _)| o + 1 == at)
+            .map(|(o, (tau, arrival))| (o, tau, arrival));
+        let idle = last.is_some()
+            && self
+                .latest
+                .get(&partition)
+                .is_some_and(|(b, l)| *b == Bound::Idle && (l.is_none() || *l == last));
+        (last, idle)
+    }
+
     /// The bound the latest marker of `partition` published.
     pub(crate) fn bound(&self, partition: u32) -> Bound {
         self.latest
@@ -195,6 +217,32 @@ mod tests {
             partition,
             seq,
         }
+    }
+
+    #[test]
+    fn a_partition_resumed_right_after_its_idle_marker_is_taken_over_idle() {
+        let mut p = Progress::default();
+        assert_eq!(p.resume(3, Some(8)), (None, false));
+        p.note(3, key(5, 3, 7), false, Some((7, 5, 0)));
+        assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), false));
+        p.note(3, OrderKey::default(), true, Some((7, 5, 0)));
+        assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), true));
+        // Resumed elsewhere (records after the marker, or a replay from the start), or with
+        // nothing committed: nothing is taken over.
+        assert_eq!(p.resume(3, Some(9)), (None, false));
+        assert_eq!(p.resume(3, Some(0)), (None, false));
+        assert_eq!(p.resume(3, None), (None, false));
+        assert_eq!(p.resume(4, Some(8)), (None, false));
+        // An idle marker without a decided record says nothing about where it stood...
+        p.note(4, OrderKey::default(), true, None);
+        assert_eq!(p.resume(4, Some(0)), (None, false));
+        // ...but after one that did, it comes from an owner that decided nothing since.
+        p.note(3, OrderKey::default(), true, None);
+        assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), true));
+        assert_eq!(p.resume(3, Some(9)), (None, false));
+        // Busy again: not idle, though the last record is still known.
+        p.note(3, key(6, 3, 8), false, None);
+        assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), false));
     }
 
     #[test]

@@ -49,8 +49,10 @@ pub struct KafkaConfig {
     /// Replication factor of created topics.
     pub replication_factor: i32,
     /// A caught-up partition with no new record for this long stops holding other partitions
-    /// back (its owner declares it idle). The clock starts at assignment: starting on a backlog,
-    /// raise it above the time the route stage needs for its first records.
+    /// back (its owner declares it idle). The clock starts at assignment (a routed partition
+    /// taken over where its previous owner left it idle, with nothing new since, is idle at
+    /// once): starting on a backlog, raise it above the time the route stage needs for its
+    /// first records.
     pub idle_after_ms: u64,
     /// How often a dedup worker publishes progress markers for its partitions.
     pub marker_interval_ms: u64,

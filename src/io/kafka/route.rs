@@ -27,6 +27,18 @@ use crate::io::steps::{Admission, PostRouter};
 use crate::metrics::{self, Stage};
 use crate::text::tokenize::Tokenizer;
 
+/// What a route stage tells the dedup stage of the same process (`run --role all`).
+#[derive(Debug, Default)]
+pub struct RouteStatus {
+    /// Set once the stage has an assignment and its merge has run: every owned raw partition
+    /// had a record or was caught up.
+    pub routing: AtomicBool,
+    /// Whether, after its last round, the stage held nothing back: every owned raw partition
+    /// was fetched to the end the broker reported, nothing was buffered, and every record sent
+    /// was acknowledged. Everything it read is then on the routed topic.
+    pub caught_up: AtomicBool,
+}
+
 /// Counters of a route worker.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RouteStats {
@@ -78,15 +90,14 @@ impl RawPartition {
 
 /// Runs a route worker until `stop` is set. Records of the raw partitions this worker owns are
 /// merged by event time before they are routed, so each routed partition receives posts in time
-/// order even when a backlog is consumed partition by partition. `routing` (for a dedup stage in
-/// the same process) is set once the worker has an assignment and its merge has run: every
-/// owned raw partition had a record or was caught up.
+/// order even when a backlog is consumed partition by partition. `status` (for a dedup stage in
+/// the same process) is kept up to date after every round.
 pub fn run(
     k: &KafkaConfig,
     cfg: &StageConfig,
     tokenizer: &Tokenizer,
     stop: &AtomicBool,
-    routing: Option<&AtomicBool>,
+    status: Option<&RouteStatus>,
 ) -> Result<RouteStats, KafkaError> {
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.route", k.group_id))
@@ -247,10 +258,16 @@ pub fn run(
         for (partition, o) in outgoing.iter_mut().enumerate() {
             o.send(k, partition as i32, &producer, &deliveries, &mut acks)?;
         }
-        if assigned && progressed {
-            if let Some(r) = routing {
-                r.store(true, Ordering::Relaxed);
+        if let Some(s) = status {
+            if assigned && progressed {
+                s.routing.store(true, Ordering::Relaxed);
             }
+            let caught_up = assigned
+                && acks.in_flight() == 0
+                && parts
+                    .values()
+                    .all(|p| p.buf.is_empty() && (p.at_eof || p.fetch.caught_up()));
+            s.caught_up.store(caught_up, Ordering::Relaxed);
         }
     }
     health(Err("stopping".into()));

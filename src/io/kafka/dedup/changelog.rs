@@ -28,6 +28,18 @@ const CHANGELOG_POLL_BATCH: usize = 10_000;
 /// Partition number of sync records on the changelog (no routed partition has it).
 const SYNC_PARTITION: u32 = u32::MAX;
 
+/// Points the reader at `from` on the changelog (`topic`, partition 0); it fetches from then on.
+pub(super) fn assign(
+    reader: &BaseConsumer<client::QuietContext>,
+    topic: &str,
+    from: Offset,
+) -> Result<(), KafkaError> {
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, from)?;
+    reader.assign(&tpl)?;
+    Ok(())
+}
+
 impl Worker<'_> {
     /// Applies changelog records; returns true when the reader reached the end of the log.
     pub(super) fn read_changelog(
@@ -127,9 +139,20 @@ impl Worker<'_> {
         done: &str,
     ) -> Result<(), KafkaError> {
         let t = Instant::now();
-        let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset(&self.k.changelog_topic, 0, from)?;
-        reader.assign(&tpl)?;
+        assign(reader, &self.k.changelog_topic, from)?;
+        self.catch_up_changelog(reader, t, stop, done);
+        Ok(())
+    }
+
+    /// Applies the changelog from where the reader is assigned to its end (or until `stop`),
+    /// then logs `done` with the entry count and the time since `t`.
+    pub(super) fn catch_up_changelog(
+        &mut self,
+        reader: &BaseConsumer<client::QuietContext>,
+        t: Instant,
+        stop: &AtomicBool,
+        done: &str,
+    ) {
         while !stop.load(Ordering::Relaxed)
             && !self.read_changelog(reader, Duration::from_millis(200), true)
         {}
@@ -138,7 +161,6 @@ impl Worker<'_> {
             secs = t.elapsed().as_secs_f64(),
             "{done}"
         );
-        Ok(())
     }
 
     /// Writes a sync record to the changelog; see `sync_nonce`.

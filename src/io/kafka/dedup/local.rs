@@ -43,58 +43,35 @@ fn state_err(e: StateError) -> KafkaError {
 }
 
 impl LocalState {
-    /// Opens (or creates) the state dir and rebuilds `engine`'s index from it, if it holds a
-    /// dedup worker's checkpoint. A state dir written by `simdedup dedup` is refused.
+    /// Opens (or creates) the state dir and reads its checkpoint, if it holds a dedup worker's
+    /// (`restore` then rebuilds the index from it). A state dir written by `simdedup dedup` is
+    /// refused.
     pub(super) fn open(
         dir: &Path,
         analysis_id: &str,
         cache_bytes: u64,
         interval: Duration,
-        engine: &mut Engine,
     ) -> Result<(LocalState, Option<Restored>), KafkaError> {
         let store = Store::open(dir, analysis_id, cache_bytes).map_err(state_err)?;
         let cp = store.checkpoint().map_err(state_err)?;
-        let mut restored = None;
-        match cp {
+        let restored = match cp {
             Some(cp) if cp.run.is_some() || cp.changelog_offset.is_none() => {
                 return Err(KafkaError::Config(format!(
                     "state dir {} was written by `simdedup dedup` (a file run), not by a dedup worker: use another --state-dir",
                     dir.display()
                 )));
             }
-            Some(cp) => {
-                let t = Instant::now();
-                let progress = match cp.progress {
+            Some(cp) => Some(Restored {
+                changelog_offset: cp.changelog_offset.unwrap_or(0),
+                progress: match cp.progress {
                     Some(v) => serde_json::from_value(v).map_err(|e| {
                         KafkaError::Config(format!("state dir: progress record: {e}"))
                     })?,
                     None => Progress::default(),
-                };
-                let mut gens = store.generations(None, u64::MAX).map_err(state_err)?;
-                let mut failed = None;
-                engine.restore(
-                    Default::default(),
-                    gens.by_ref()
-                        .map_while(|g| g.map_err(|e| failed = Some(e)).ok()),
-                    crate::state::restore_threads(),
-                );
-                if let Some(e) = failed {
-                    return Err(state_err(e));
-                }
-                let loaded = gens.finish().map_err(state_err)?;
-                tracing::info!(
-                    entries = loaded.entries,
-                    changelog_offset = cp.changelog_offset,
-                    secs = t.elapsed().as_secs_f64(),
-                    "local state restored"
-                );
-                restored = Some(Restored {
-                    changelog_offset: cp.changelog_offset.unwrap_or(0),
-                    progress,
-                });
-            }
-            None => {}
-        }
+                },
+            }),
+            None => None,
+        };
         let changelog_offset = restored.as_ref().map_or(0, |r| r.changelog_offset);
         let local = LocalState {
             store,
@@ -105,6 +82,30 @@ impl LocalState {
             interval,
         };
         Ok((local, restored))
+    }
+
+    /// Rebuilds `engine`'s index from the stored entries (after `open` found a checkpoint).
+    pub(super) fn restore(&self, engine: &mut Engine) -> Result<(), KafkaError> {
+        let t = Instant::now();
+        let mut gens = self.store.generations(None, u64::MAX).map_err(state_err)?;
+        let mut failed = None;
+        engine.restore(
+            Default::default(),
+            gens.by_ref()
+                .map_while(|g| g.map_err(|e| failed = Some(e)).ok()),
+            crate::state::restore_threads(),
+        );
+        if let Some(e) = failed {
+            return Err(state_err(e));
+        }
+        let loaded = gens.finish().map_err(state_err)?;
+        tracing::info!(
+            entries = loaded.entries,
+            changelog_offset = self.changelog_offset,
+            secs = t.elapsed().as_secs_f64(),
+            "local state restored"
+        );
+        Ok(())
     }
 
     /// Records entries the index gained.

@@ -10,8 +10,9 @@
 //! the changelog, or from local state for the partitions it owns. A verdict therefore depends
 //! only on the routed topic's contents, not on which worker owned which partition, when it ran,
 //! or how often it restarted. One exception: a partition that fell idle (caught up for
-//! `idle_after_ms`) stops holding others back, so records arriving on it later may be decided in
-//! another order than in a replay.
+//! `idle_after_ms`, or taken over where its previous owner's last marker left it idle, with
+//! nothing new since) stops holding others back, so records arriving on it later may be decided
+//! in another order than in a replay.
 //!
 //! This module is the worker loop; the ordering decisions are `super::gate` (pure), the
 //! changelog replication is `changelog`, the owned partitions' buffers are `owned`.
@@ -41,6 +42,7 @@ use super::client::{self, AckContext, Delivery, RebalanceLog, Tag};
 use super::gate::{self, Bound, Progress};
 use super::lookahead::Lookahead;
 use super::outbox::{self, send, settle, Out};
+use super::route::RouteStatus;
 use super::wire::{routed_seq, RoutedPost};
 use super::{KafkaConfig, KafkaError};
 use crate::engine::{Engine, Position};
@@ -100,10 +102,12 @@ struct Worker<'a> {
     sync_nonce: Option<u64>,
     /// Index entries decided but not yet sent to the changelog.
     unsent: Vec<(i64, crate::index::Entry)>,
-    /// The route stage of this process, if any: set once it routes (see `run`).
-    routing: Option<&'a AtomicBool>,
-    /// When `routing` was first seen set.
+    /// The route stage of this process, if any (see `run`).
+    routing: Option<&'a RouteStatus>,
+    /// When it was first seen routing.
     routing_since: Option<Instant>,
+    /// Since when it has been seen caught up without a break.
+    caught_up_since: Option<Instant>,
     started_at: Instant,
     /// The local state dir (`run --state-dir`), if any.
     local: Option<local::LocalState>,
@@ -132,6 +136,11 @@ pub(super) const IDLE_WAIT: Duration = Duration::from_millis(5);
 /// `idle_after_ms`.
 const ROUTING_WAIT_FACTOR: u32 = 10;
 
+/// How long this process's route stage must have been caught up (everything it read is on the
+/// routed topic) before an empty partition counts as quiet: this worker's fetches (every
+/// `fetch.wait.max.ms`, 10 ms by default) must have reported the high watermarks since.
+const UPSTREAM_SETTLE: Duration = Duration::from_millis(250);
+
 struct Clients {
     consumer: BaseConsumer<RebalanceLog>,
     reader: BaseConsumer<client::QuietContext>,
@@ -140,17 +149,17 @@ struct Clients {
     deliveries: Receiver<Delivery>,
 }
 
-/// Runs a dedup worker until `stop` is set. With `routing` (the flag of a route stage in the
-/// same process, see `route::run`), no partition counts as idle before that flag is set and
-/// `idle_after_ms` has passed since: on a backlog the route stage's first records can take
-/// longer than `idle_after_ms`, and partitions declared idle meanwhile would let the first
-/// posts that arrive be decided out of order. After `ROUTING_WAIT_FACTOR` times
-/// `idle_after_ms` without the flag, the wait is given up.
+/// Runs a dedup worker until `stop` is set. With `routing` (the status of a route stage in the
+/// same process, see `route::run`), no partition counts as idle before that stage has been
+/// routing for `idle_after_ms`, or has been caught up for `UPSTREAM_SETTLE`: on a backlog the
+/// route stage's first records can take longer than `idle_after_ms`, and partitions declared
+/// idle meanwhile would let the first posts that arrive be decided out of order. After
+/// `ROUTING_WAIT_FACTOR` times `idle_after_ms` without either, the wait is given up.
 pub fn run(
     k: &KafkaConfig,
     cfg: &StageConfig,
     stop: &AtomicBool,
-    routing: Option<&AtomicBool>,
+    routing: Option<&RouteStatus>,
     state: Option<&LocalStateDir>,
 ) -> Result<DedupStats, KafkaError> {
     let consumer: BaseConsumer<RebalanceLog> =
@@ -190,16 +199,22 @@ pub fn run(
                 &s.analysis_id,
                 cfg.state.cache_capacity_bytes,
                 interval,
-                &mut engine,
             )?;
             (Some(l), r)
         }
         None => (None, None),
     };
+    let checkpointed = restored.is_some();
     let (progress, from) = match restored {
         Some(r) => (r.progress, Offset::Offset(r.changelog_offset)),
         None => (Progress::default(), Offset::Beginning),
     };
+    // The reader fetches the changelog's tail while the index is rebuilt from local state.
+    let t = Instant::now();
+    changelog::assign(&c.reader, &k.changelog_topic, from)?;
+    if let Some(l) = local.as_ref().filter(|_| checkpointed) {
+        l.restore(&mut engine)?;
+    }
     let mut w = Worker {
         k,
         cfg,
@@ -214,6 +229,7 @@ pub fn run(
         unsent: Vec::new(),
         routing,
         routing_since: None,
+        caught_up_since: None,
         started_at: Instant::now(),
         local,
         lookahead: Lookahead::new(
@@ -226,7 +242,7 @@ pub fn run(
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
     health(Err("catching up the replicated index".into()));
-    w.read_changelog_from(&c.reader, from, stop, "replicated index caught up")?;
+    w.catch_up_changelog(&c.reader, t, stop, "replicated index caught up");
     metrics::global().publish_engine(&w.engine);
     health(Err("waiting for partition assignment".into()));
     c.consumer.subscribe(&[&k.routed_topic])?;
@@ -234,9 +250,7 @@ pub fn run(
     let mut last_report = Instant::now();
     let mut last_publish = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        if w.routing_since.is_none() && w.routing.is_some_and(|r| r.load(Ordering::Relaxed)) {
-            w.routing_since = Some(Instant::now());
-        }
+        w.watch_route();
         let round = Instant::now();
         w.settle(&c)?;
         w.rebalance(&c)?;
@@ -304,13 +318,28 @@ impl<'a> Worker<'a> {
         ))
     }
 
-    /// Whether this process's route stage, if it has one, has been routing for `idle_after`
-    /// (or the wait for it was given up): only then is an empty partition really quiet.
+    /// Notes the state of this process's route stage, if it has one.
+    fn watch_route(&mut self) {
+        let Some(r) = self.routing else { return };
+        let now = Instant::now();
+        if self.routing_since.is_none() && r.routing.load(Ordering::Relaxed) {
+            self.routing_since = Some(now);
+        }
+        if r.caught_up.load(Ordering::Relaxed) {
+            self.caught_up_since.get_or_insert(now);
+        } else {
+            self.caught_up_since = None;
+        }
+    }
+
+    /// Whether this process's route stage, if it has one, has been routing for `idle_after`,
+    /// or caught up for `UPSTREAM_SETTLE` (or the wait for it was given up): only then is an
+    /// empty partition really quiet.
     fn upstream_quiet(&self, idle_after: Duration) -> bool {
+        let since = |t: Option<Instant>, d| t.is_some_and(|t| t.elapsed() >= d);
         self.routing.is_none()
-            || self
-                .routing_since
-                .is_some_and(|t| t.elapsed() >= idle_after)
+            || since(self.routing_since, idle_after)
+            || since(self.caught_up_since, UPSTREAM_SETTLE)
             || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
     }
 
@@ -322,7 +351,7 @@ impl<'a> Worker<'a> {
         let head = self.head_key(q);
         let idle_after = Duration::from_millis(self.k.idle_after_ms);
         let quiet = head.is_none()
-            && o.last_record.elapsed() >= idle_after
+            && (o.last_record.elapsed() >= idle_after || (o.idle_before && o.fetch.caught_up()))
             && o.fetch.may_be_caught_up()
             && self.upstream_quiet(idle_after);
         let watermark = self.engine.watermarks().get(&q).copied();

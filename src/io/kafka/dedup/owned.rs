@@ -47,6 +47,17 @@ pub(super) struct Owned {
     /// offset already is the end.
     pub(super) last_record: Instant,
     pub(super) fetch: client::FetchProgress,
+    /// Where consumption resumed: the committed offset, if one was found.
+    pub(super) start: Option<i64>,
+    /// Whether what the previous owner left (`Progress::resume`) has been taken over: once
+    /// the sync record is read back, so that all its markers are known.
+    pub(super) resumed: bool,
+    /// The previous owner (or this worker before a restart) decided everything before the
+    /// resume offset and declared the partition idle there, and nothing arrived since the
+    /// assignment: until a record arrives, the partition is idle as soon as the broker confirms
+    /// nothing is left to fetch, without waiting out `idle_after_ms` again.
+    pub(super) idle_before: bool,
+    /// The last record decided: offset, and the partition's watermark and arrival after it.
     pub(super) last: Option<(u64, i64, i64)>,
     pub(super) sent: Option<(Bound, Last)>,
     pub(super) sent_at: Instant,
@@ -62,6 +73,9 @@ impl Owned {
             next_offset: 0,
             last_record: Instant::now(),
             fetch: client::FetchProgress::new(start),
+            start: start.flatten(),
+            resumed: false,
+            idle_before: false,
             last: None,
             sent: None,
             sent_at: Instant::now(),
@@ -124,6 +138,7 @@ impl Worker<'_> {
             };
             any = true;
             owned.last_record = Instant::now();
+            owned.idle_before = false;
             owned.fetch.polled(offset);
             match decode_routed_record(m.payload().unwrap_or_default()) {
                 Ok(posts) => {
@@ -171,6 +186,14 @@ impl Worker<'_> {
     ) -> Result<(), KafkaError> {
         if self.sync_nonce.is_some() {
             return Ok(());
+        }
+        for (p, o) in self.owned.iter_mut().filter(|(_, o)| !o.resumed) {
+            let (last, idle) = self.progress.resume(*p, o.start);
+            o.last = last;
+            // A record polled since the assignment is still buffered: nothing starts before this.
+            o.idle_before = idle && o.buf.is_empty();
+            o.resumed = true;
+            tracing::debug!(partition = p, start = ?o.start, ?last, idle_before = o.idle_before, "resuming");
         }
         let waiting: Vec<(u32, u64)> = self
             .owned
