@@ -6,8 +6,8 @@
 # state); it is then started again on the same state dir RUNS times (default 3), and each time
 # one new post, newer than everything decided, is produced at launch. Prints the index entries
 # the state holds, per restart the time from launch to the new post's output record (its Kafka
-# timestamp) and the phases the worker's log names (state restored, changelog tail read,
-# partitions assigned to the dedup stage), and the median.
+# timestamp) and the phases the worker's log names (state opened and restored, changelog tail
+# read, partitions assigned to the dedup stage, routed partitions resumed idle), and the median.
 #   scripts/bench-restart.sh [POSTS]
 # Each restarted worker is stopped 3 s after its verdict, idle (past `kafka.idle_after_ms`), as
 # the first run was. SIMDEDUP_RESTART_REUSE=DIR restarts on the state of an earlier run's work
@@ -145,7 +145,8 @@ for line in open(log, encoding="utf-8", errors="replace"):
     if not m:
         continue
     ms = datetime.datetime.fromisoformat(m.group(1).replace("Z", "+00:00")).timestamp() * 1000
-    for key, name in (("local state restored", "state restored"),
+    for key, name in (("local state opened", "state opened"),
+                      ("local state restored", "state restored"),
                       ("replicated index caught up", "changelog tail read"),
                       ("rebalance|topic=restart.routed|Assigned", "dedup assigned")):
         if all(k in line for k in key.split("|")) and name not in " ".join(out):

@@ -52,8 +52,10 @@ impl LocalState {
         cache_bytes: u64,
         interval: Duration,
     ) -> Result<(LocalState, Option<Restored>), KafkaError> {
+        let t = Instant::now();
         let store = Store::open(dir, analysis_id, cache_bytes).map_err(state_err)?;
         let cp = store.checkpoint().map_err(state_err)?;
+        tracing::info!(secs = t.elapsed().as_secs_f64(), "local state opened");
         let restored = match cp {
             Some(cp) if cp.run.is_some() || cp.changelog_offset.is_none() => {
                 return Err(KafkaError::Config(format!(
