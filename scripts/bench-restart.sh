@@ -9,9 +9,9 @@
 # timestamp) and the phases the worker's log names (state opened and restored, changelog tail
 # read, partitions assigned to the dedup stage, routed partitions resumed idle), and the median.
 #   scripts/bench-restart.sh [POSTS]
-# Each restarted worker is stopped 3 s after its verdict, idle (past `kafka.idle_after_ms`), as
-# the first run was. SIMDEDUP_RESTART_REUSE=DIR restarts on the state of an earlier run's work
-# dir (kept with SIMDEDUP_BENCH_KEEP=1) instead of building a new one (POSTS is then ignored).
+# Every worker is stopped 3 s after its last verdict, idle (past `kafka.idle_after_ms`).
+# SIMDEDUP_RESTART_REUSE=DIR restarts on the state of an earlier run's work dir (kept with
+# SIMDEDUP_BENCH_KEEP=1) instead of building a new one (POSTS is then ignored).
 # SIMDEDUP_RESTART_OTHER=path/to/another/simdedup restarts, after the RUNS restarts of the binary
 # built here, RUNS times with that one (say, an older build) on the same state, and reports each
 # one's median; SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, state); SIMDEDUP_RESTART_CONFIG is
@@ -101,6 +101,7 @@ if [ -z "$reuse" ]; then
   done
   entries=$(metrics "$log" | awk '$1 == "simdedup_index_entries" {print $2}')
   echo "first run: $posts posts decided in $(( ($(now_ms) - t) / 1000 )) s, $entries index entries" >&2
+  sleep 3
   stop
   echo "state dir: $(du -sh "$work/state" | cut -f1)" >&2
   echo "$posts" > "$work/posts"
