@@ -150,21 +150,37 @@ impl<K: Copy + Eq + Hash> Postings<K> {
     }
 
     /// A sealed multimap built in one go (a restart): `keys(slot, out)` writes the distinct keys
-    /// of each slot `0..slots` to `out` (cleared first), the same each time it is asked. Two
-    /// passes, one counting per key and one placing every slot in a flat array at its key's
-    /// offset, then each key's slots are encoded as gaps: no vector per key and no reallocation.
+    /// of each slot `0..slots` to `out` (cleared first). Each slot's keys are asked for once
+    /// and each posting costs one map probe: the first pass gives every distinct key a dense
+    /// number and records the postings as those numbers, slot by slot; a counting sort then
+    /// places every slot at its key's offset, and each key's slots are encoded as gaps. No vector
+    /// per key and no reallocation of the run.
     pub fn build(slots: u32, mut keys: impl FnMut(u32, &mut Vec<K>)) -> Postings<K> {
         let mut buf = Vec::new();
-        // Per key: (write position, then start in the run; slots).
+        // Per key: its number while building, then (start in the run, slots).
         let mut map: FxHashMap<K, (u32, u32)> = FxHashMap::default();
-        let mut total = 0usize;
+        // Per key number: how many slots carry it.
+        let mut counts: Vec<u32> = Vec::new();
+        // Every posting's key number, slot by slot, and where each slot's postings end.
+        let mut seq: Vec<u32> = Vec::new();
+        let mut ends: Vec<usize> = Vec::with_capacity(slots as usize);
         for s in 0..slots {
             keys(s, &mut buf);
             for k in &buf {
-                map.entry(*k).or_insert((0, 0)).1 += 1;
+                let fresh = counts.len() as u32;
+                let id = map.entry(*k).or_insert((fresh, 0)).0;
+                if id == fresh {
+                    counts.push(0);
+                }
+                counts[id as usize] += 1;
+                seq.push(id);
             }
-            total += buf.len();
+            ends.push(seq.len());
+            if 5 * seq.len() > u32::MAX as usize {
+                break;
+            }
         }
+        let total = seq.len();
         if total == 0 || 5 * total > u32::MAX as usize {
             // Nothing to hold, or a run past 32-bit offsets: the head holds it all.
             let mut p = Postings::default();
@@ -174,35 +190,43 @@ impl<K: Copy + Eq + Hash> Postings<K> {
             }
             return p;
         }
+        // Each key's write position in `flat`, then (after placing) its end.
+        let mut pos = Vec::with_capacity(counts.len());
         let mut next = 0u32;
-        for v in map.values_mut() {
-            v.0 = next;
-            next += v.1;
+        for &n in &counts {
+            pos.push(next);
+            next += n;
         }
         let mut flat = vec![0u32; total];
-        for s in 0..slots {
-            keys(s, &mut buf);
-            for k in &buf {
-                if let Some(v) = map.get_mut(k) {
-                    flat[v.0 as usize] = s;
-                    v.0 += 1;
-                }
+        let mut begin = 0;
+        for (s, &end) in ends.iter().enumerate() {
+            for &id in &seq[begin..end] {
+                let p = &mut pos[id as usize];
+                flat[*p as usize] = s as u32;
+                *p += 1;
             }
+            begin = end;
         }
+        drop(seq);
+        // Encode key by key, in key-number order; `pos` becomes each key's start in the run.
         let mut run = Vec::with_capacity(2 * total);
-        for v in map.values_mut() {
-            let (end, n) = (v.0 as usize, v.1);
-            let start = run.len() as u32;
+        let mut begin = 0;
+        for (p, &n) in pos.iter_mut().zip(&counts) {
+            let end = *p as usize;
+            *p = run.len() as u32;
             let mut prev = 0;
-            for &slot in &flat[end - n as usize..end] {
+            for &slot in &flat[begin..end] {
                 put_varint(&mut run, slot - prev);
                 prev = slot;
             }
-            *v = (start, n);
+            debug_assert_eq!(end - begin, n as usize);
+            begin = end;
         }
         run.shrink_to_fit();
         let mut filter = Box::new([0; FILTER_WORDS]);
-        for k in map.keys() {
+        for (k, v) in map.iter_mut() {
+            let id = v.0 as usize;
+            *v = (pos[id], counts[id]);
             let (w, b) = filter_bit(k);
             filter[w] |= b;
         }
