@@ -10,11 +10,13 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 mod config;
+mod keys;
 
 pub use config::StateConfig;
 
 use crate::index::entry::DecodeError;
 use crate::index::Entry;
+use keys::{entry_key, key_generation, piece_key, PIECE_BYTES};
 
 const KEY_CHECKPOINT: &[u8] = b"checkpoint";
 const KEY_ANALYSIS: &[u8] = b"analysis_id";
@@ -442,9 +444,10 @@ impl Store {
         }
     }
 
-    /// Persists a checkpoint: the batch of index changes first (one value per generation), then
-    /// the checkpoint record, each made durable before the next; then deletes generations below
-    /// `expired_below` (the window's oldest live generation).
+    /// Persists a checkpoint: the batch of index changes first (one chunk per generation, stored
+    /// in pieces of about `PIECE_BYTES`), then the checkpoint record, each made durable before
+    /// the next; then deletes generations below `expired_below` (the window's oldest live
+    /// generation).
     pub fn commit(
         &self,
         changes: &[(i64, Entry)],
@@ -479,24 +482,32 @@ impl Store {
         expired_below: Option<i64>,
         chunk: Option<u64>,
     ) -> Result<(), StateError> {
-        // One value per generation; generations that already expired are not written at all.
-        let mut chunks: std::collections::BTreeMap<i64, (u64, Vec<u8>)> =
+        // One chunk per generation, stored as values of about `PIECE_BYTES` each; generations
+        // that already expired are not written at all.
+        let mut chunks: std::collections::BTreeMap<i64, (u64, Vec<Vec<u8>>)> =
             std::collections::BTreeMap::new();
         for (gen, e) in changes {
             if expired_below.is_some_and(|m| *gen < m) {
                 continue;
             }
-            e.encode(
-                &mut chunks
-                    .entry(*gen)
-                    .or_insert_with(|| (chunk.unwrap_or(e.key.seq), Vec::new()))
-                    .1,
-            );
+            let (_, pieces) = chunks
+                .entry(*gen)
+                .or_insert_with(|| (chunk.unwrap_or(e.key.seq), Vec::new()));
+            match pieces.last_mut() {
+                Some(piece) if piece.len() < PIECE_BYTES => e.encode(piece),
+                _ => {
+                    let mut piece = Vec::new();
+                    e.encode(&mut piece);
+                    pieces.push(piece);
+                }
+            }
         }
         if !chunks.is_empty() {
             let mut batch = sled::Batch::default();
-            for (gen, (first_seq, value)) in chunks {
-                batch.insert(&entry_key(gen, first_seq)[..], value);
+            for (gen, (first_seq, pieces)) in chunks {
+                for (i, value) in pieces.into_iter().enumerate() {
+                    batch.insert(piece_key(gen, first_seq, i as u32), value);
+                }
             }
             self.entries.apply_batch(batch)?;
             self.db.flush()?;
@@ -510,8 +521,8 @@ impl Store {
         Ok(())
     }
 
-    /// Deletes every chunk of generations below `min_gen` (one key per checkpoint that touched
-    /// the generation, never one per entry).
+    /// Deletes every chunk of generations below `min_gen` (a key per piece of each checkpoint
+    /// that touched the generation, never one per entry).
     fn remove_generations_below(&self, min_gen: i64) -> Result<(), StateError> {
         let mut batch = sled::Batch::default();
         for k in self.entries.range(..entry_key(min_gen, 0).to_vec()).keys() {
@@ -579,21 +590,6 @@ fn guarded<T>(path: &Path, op: impl FnOnce() -> Result<T, StateError>) -> Result
             detail: format!("sled failed reading it: {detail}"),
         })
     })
-}
-
-/// Chunk key: generation (sign bit flipped so negative generations sort first) then the first
-/// sequence number of the chunk, both big-endian, so key order is (generation, insertion) order.
-fn entry_key(gen: i64, first_seq: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
-    k[..8].copy_from_slice(&((gen as u64) ^ (1 << 63)).to_be_bytes());
-    k[8..].copy_from_slice(&first_seq.to_be_bytes());
-    k
-}
-
-fn key_generation(k: &[u8]) -> i64 {
-    let mut g = [0u8; 8];
-    g.copy_from_slice(&k[..8.min(k.len())]);
-    (u64::from_be_bytes(g) ^ (1 << 63)) as i64
 }
 
 #[cfg(test)]

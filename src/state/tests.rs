@@ -158,3 +158,64 @@ fn checkpoint(next_seq: u64) -> Checkpoint {
         ..Checkpoint::default()
     }
 }
+
+#[test]
+fn large_chunks_are_stored_in_pieces_and_read_back_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let batch = |seqs: std::ops::Range<u64>| -> Vec<(i64, Entry)> {
+        seqs.map(|i| {
+            (
+                1 + i64::from(i >= 4000 && i % 2 == 0),
+                entry(&format!("p{i}"), i),
+            )
+        })
+        .collect()
+    };
+    // Two commits, each far over one piece in generation 1, the second also in generation 2;
+    // then a third whose checkpoint was never written (a crash between the two writes).
+    store
+        .commit(&batch(0..4000), &checkpoint(4000), None)
+        .unwrap();
+    store
+        .commit(&batch(4000..9000), &checkpoint(9000), None)
+        .unwrap();
+    store
+        .commit(&batch(9000..12000), &checkpoint(9000), None)
+        .unwrap();
+    let keys = store.entries.iter().keys().count();
+    assert!(keys > 9, "{keys} keys: the chunks were not split");
+    assert!(store
+        .entries
+        .iter()
+        .values()
+        .all(|v| v.unwrap().len() < PIECE_BYTES + 1024));
+    let read = |store: &Store| {
+        let mut gens = store.generations(None, 9000).unwrap();
+        let read: Vec<(i64, Vec<u64>)> = gens
+            .by_ref()
+            .map(|g| {
+                let (gen, entries) = g.unwrap();
+                (gen, entries.iter().map(|e| e.key.seq).collect())
+            })
+            .collect();
+        (read, gens.finish().unwrap())
+    };
+    let (got, loaded) = read(&store);
+    let want1: Vec<u64> = (0..4000)
+        .chain((4000..9000).filter(|i| i % 2 == 1))
+        .collect();
+    let want2: Vec<u64> = (4000..9000).filter(|i| i % 2 == 0).collect();
+    assert_eq!(got, vec![(1, want1.clone()), (2, want2.clone())]);
+    assert_eq!((loaded.entries, loaded.discarded), (9000, 3000));
+    // Every piece of the uncommitted chunk is gone, the others stay.
+    let (again, loaded) = read(&store);
+    assert_eq!(again, vec![(1, want1), (2, want2)]);
+    assert_eq!((loaded.entries, loaded.discarded), (9000, 0));
+    store.remove_generations_below(2).unwrap();
+    assert!(store
+        .entries
+        .iter()
+        .keys()
+        .all(|k| key_generation(&k.unwrap()) == 2));
+}
