@@ -3,7 +3,7 @@
 //! one from storage.
 
 use std::collections::BTreeSet;
-use std::sync::{mpsc, Mutex};
+use std::sync::{mpsc, Arc, Mutex};
 
 use super::cold::ColdFactory;
 use super::grams::{self, Gram};
@@ -130,11 +130,13 @@ impl Index {
         let have: BTreeSet<i64> = self.segments.iter().map(|s| s.gen).collect();
         let mut later = Vec::new();
         let (tx, rx) = mpsc::sync_channel::<(i64, Vec<Entry>)>(0);
-        let rx = Mutex::new(rx);
+        // Each builder holds the receiver: once all have stopped (a panic), it is dropped and a
+        // send fails instead of waiting for a builder forever.
+        let rx = Arc::new(Mutex::new(rx));
         let built: Vec<Segment> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads.max(1))
                 .map(|_| {
-                    let rx = &rx;
+                    let rx = Arc::clone(&rx);
                     s.spawn(move || {
                         let mut out = Vec::new();
                         loop {
@@ -150,6 +152,7 @@ impl Index {
                     })
                 })
                 .collect();
+            drop(rx);
             let mut sent = BTreeSet::new();
             for (gen, entries) in gens {
                 if have.contains(&gen) || !sent.insert(gen) {
@@ -227,6 +230,40 @@ mod tests {
         });
         let entries = index.entries().map(|(r, e)| format!("{r:?} {e:?}"));
         shapes.chain(entries).collect()
+    }
+
+    /// Cold stores for every generation but 4, whose builder panics.
+    struct FailsOnFour;
+
+    impl ColdFactory for FailsOnFour {
+        fn create(&self, gen: i64) -> Box<dyn crate::index::cold::ColdStore> {
+            assert_ne!(gen, 4, "no store for generation 4");
+            crate::index::cold::in_memory().create(gen)
+        }
+    }
+
+    // A builder that panics makes the restore panic, with one builder or several, instead of
+    // leaving the reader waiting to hand it the next generation.
+    #[test]
+    fn a_panicking_builder_fails_the_restore() {
+        for threads in [1, 2] {
+            let (done, wait) = mpsc::channel();
+            std::thread::spawn(move || {
+                let mut idx = Index::with_cold(
+                    IndexConfig::default(),
+                    VerifyConfig::default(),
+                    Arc::new(FailsOnFour),
+                )
+                .unwrap();
+                let feed = (3..9).map(|g| (g, entries(g, 50)));
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    idx.insert_generations(feed, threads)
+                }));
+                let _ = done.send(r.is_err());
+            });
+            let panicked = wait.recv_timeout(std::time::Duration::from_secs(60));
+            assert_eq!(panicked, Ok(true), "threads {threads}");
+        }
     }
 
     #[test]
