@@ -8,6 +8,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use super::cold::ColdFactory;
 use super::grams::{self, Gram};
 use super::postings::Postings;
+use super::prefix::PrefixPostings;
 use super::segment::Segment;
 use super::{Entry, Index, IndexConfig, Scratch, TableLayout};
 use crate::verify::{VerifyConfig, VerifyMode};
@@ -17,6 +18,7 @@ use crate::verify::{VerifyConfig, VerifyMode};
 #[derive(Clone, Copy)]
 pub(super) struct Indexer<'a> {
     layout: &'a TableLayout,
+    verify: &'a VerifyConfig,
     simhash_only: bool,
     simhash_min_tokens: usize,
     min_gram_chars: usize,
@@ -27,11 +29,12 @@ impl<'a> Indexer<'a> {
     pub(super) fn new(
         layout: &'a TableLayout,
         cfg: &IndexConfig,
-        verify: &VerifyConfig,
+        verify: &'a VerifyConfig,
         min_gram_chars: usize,
     ) -> Self {
         Indexer {
             layout,
+            verify,
             simhash_only: verify.mode == VerifyMode::SimhashOnly,
             simhash_min_tokens: verify.simhash_min_tokens,
             min_gram_chars,
@@ -84,8 +87,8 @@ impl<'a> Indexer<'a> {
     }
 
     /// A sealed generation `gen` holding `entries` in order, its records in a store of `cold`.
-    /// The block tables and bigram postings are built in one go (`Postings::build`), as
-    /// pushing every entry and sealing would leave them.
+    /// The block tables and bigram postings are built in one go (`Postings::build`,
+    /// `PrefixPostings::build`), as pushing every entry and sealing would leave them.
     fn build(&self, cold: &dyn ColdFactory, gen: i64, entries: Vec<Entry>) -> Segment {
         let mut seg = Segment::new(gen, self.layout.tables(), cold.create(gen));
         for e in &entries {
@@ -101,15 +104,21 @@ impl<'a> Indexer<'a> {
                 }
             });
         }
-        seg.grams = Postings::build(n, |slot, out| {
-            let e = &entries[slot as usize];
-            if self.gram_indexed(e.chars.len()) {
-                grams::distinct_bigrams(&e.chars, out);
-            } else {
-                out.clear();
-            }
-        });
-        seg.seal();
+        let prefix = PrefixPostings::build(
+            n,
+            |slot, out| {
+                let e = &entries[slot as usize];
+                if self.gram_indexed(e.chars.len()) {
+                    grams::distinct_bigrams(&e.chars, out);
+                } else {
+                    out.clear();
+                }
+            },
+            |slot| entries[slot as usize].chars.len() as u32,
+            self.verify,
+        );
+        seg.prefix = (prefix.postings() > 0).then_some(prefix);
+        seg.seal(self.verify);
         seg
     }
 }
@@ -272,7 +281,14 @@ mod tests {
         let mut one = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
         let mut scratch = Scratch::default();
         for g in gens {
-            one.insert_all(g, entries(g, 300), &mut scratch);
+            let mut all = entries(g, 300);
+            // Generation 4 comes in two parts below: the second joins a sealed generation, whose
+            // earlier entries are already in prefix form.
+            let rest = all.split_off(if g == 4 { 120 } else { 300 });
+            one.insert_all(g, all, &mut scratch);
+            if !rest.is_empty() {
+                one.insert_all(g, rest, &mut scratch);
+            }
         }
         for threads in [1, 2, 3] {
             let mut par = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();

@@ -1,7 +1,9 @@
 //! The two similarity candidate sources of one generation: SimHash block-table buckets and the
-//! bigram posting lists (prefix and count filtering, see `grams`).
+//! bigram posting lists (prefix and count filtering, see `grams`; a sealed generation's are in
+//! prefix form, see `prefix`).
 
 use super::postings::List;
+use super::prefix::PrefixPostings;
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 
 /// How many records ahead a scan prefetches (`Store::prefetch`).
@@ -69,11 +71,13 @@ impl Index {
         stats: &mut QueryStats,
     ) {
         let n = q.sketch.chars.len();
-        if !self.gram_path()
-            || n < self.min_gram_chars
-            || q.grams.is_empty()
-            || seg.grams.is_empty()
-        {
+        if !self.gram_path() || n < self.min_gram_chars || q.grams.is_empty() {
+            return;
+        }
+        if let Some(p) = &seg.prefix {
+            self.prefix_candidates(seg, p, q, scratch, stats);
+        }
+        if seg.grams.is_empty() {
             return;
         }
         let missing = grams::max_missing_grams(n, &self.verify);
@@ -126,6 +130,73 @@ impl Index {
             }
         }
         scratch.found = recycle(found);
+    }
+
+    /// The prefix path of a sealed generation (see `prefix`): the query's grams ranked in the
+    /// generation's order, and for the first `max_missing_grams + 1` of them the lists that can
+    /// hold a match, newest first, within `posting_scan_cap` postings. An entry reached only as
+    /// a possible containment must also be on the right side of the query's length.
+    fn prefix_candidates(
+        &self,
+        seg: &Segment,
+        p: &PrefixPostings,
+        q: &Query<'_>,
+        scratch: &mut Scratch,
+        stats: &mut QueryStats,
+    ) {
+        let n = q.sketch.chars.len();
+        let mx = grams::max_missing_grams(n, &self.verify);
+        let ex = grams::edit_missing_grams(n, &self.verify);
+        scratch.ranked.clear();
+        scratch.ranked.extend(q.grams.iter().map(|g| {
+            let (count, start) = p.rank_of(g);
+            (count, *g, start)
+        }));
+        let probes = (mx + 1).min(scratch.ranked.len());
+        if probes < scratch.ranked.len() {
+            scratch.ranked.select_nth_unstable(probes - 1);
+        }
+        scratch.ranked[..probes].sort_unstable();
+        let mut budget = self.cfg.posting_scan_cap;
+        for i in 0..probes {
+            let lists = p.lists(scratch.ranked[i].2);
+            // (list, how the entry's length must compare with the query's: 0 either way, -1
+            // not longer, 1 not shorter).
+            let scans = [
+                (lists.first, if i <= ex { 0 } else { -1 }),
+                (if i <= ex { lists.edit } else { List::default() }, 0),
+                (
+                    if i == 0 {
+                        lists.containing
+                    } else {
+                        List::default()
+                    },
+                    1,
+                ),
+            ];
+            for (list, side) in scans {
+                if list.is_empty() || budget == 0 {
+                    continue;
+                }
+                if list.len() > budget {
+                    stats.posting_scans_capped += 1;
+                }
+                scratch.slots.clear();
+                list.append_to(&mut scratch.slots);
+                for slot in newest_first(seg, &scratch.slots, budget) {
+                    let m = seg.store.meta(slot).chars();
+                    let sided = match side {
+                        -1 => m as usize <= n,
+                        1 => m as usize >= n,
+                        _ => true,
+                    };
+                    if sided && self.comparable_lengths(n, m) {
+                        scratch.cands.push(EntryRef { gen: seg.gen, slot });
+                    }
+                }
+                budget = budget.saturating_sub(list.len());
+            }
+        }
     }
 
     /// Count filtering: scans the `probes` rarest lists of `scratch.lists` in full (their total

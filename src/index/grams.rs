@@ -46,16 +46,25 @@ pub fn min_indexed_chars(cfg: &VerifyConfig) -> usize {
 ///
 /// The bound is on distinct grams, so it also bounds how many of any `missing + c` probed grams
 /// an accepted entry lacks: it holds at least `c` of them (count filtering, `count_threshold`).
+///
+/// The edit rule's part of the bound holds for either text of a pair (`d <= (1-t)/t * |B|`
+/// too), and the containment part for the text that contains the other, so the bound of each
+/// text's own length limits the grams it lacks of the other's (see `prefix`).
 pub fn max_missing_grams(query_chars: usize, cfg: &VerifyConfig) -> usize {
     let a = query_chars as f32;
-    let t = cfg.edit_similarity.clamp(0.01, 1.0);
-    let edits = ((1.0 - t) / t * a + 1e-4).floor() as usize;
-    let mut missing = 2 * edits;
+    let mut missing = edit_missing_grams(query_chars, cfg);
     if cfg.containment {
         let extra = ((1.0 - cfg.containment_min_ratio) * a + 1e-4).floor() as usize;
         missing = missing.max(extra);
     }
     missing
+}
+
+/// The edit rule's part of `max_missing_grams`: a text of `chars` characters and any text the
+/// edit rule accepts with it each lack at most this many of the other's distinct grams.
+pub fn edit_missing_grams(chars: usize, cfg: &VerifyConfig) -> usize {
+    let t = cfg.edit_similarity.clamp(0.01, 1.0);
+    2 * ((1.0 - t) / t * chars as f32 + 1e-4).floor() as usize
 }
 
 /// Most probed lists a candidate may be required to occur in (the `c` of count filtering).

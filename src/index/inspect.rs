@@ -33,7 +33,9 @@ pub struct SegmentShape {
     pub both: usize,
     /// Block-table buckets: (table, key, entries, newest slot).
     pub buckets: Vec<(usize, u64, usize, u32)>,
-    /// Bigram posting lists: (gram, entries, newest slot).
+    /// Bigram posting lists: (gram, entries posted under it, newest slot). A sealed generation
+    /// posts an entry under its prefix grams only (`prefix`), so a gram can be listed twice:
+    /// once for the sealed entries, once for those added since.
     pub postings: Vec<(Gram, usize, u32)>,
 }
 
@@ -88,6 +90,15 @@ impl Index {
                         .iter()
                         .map(|(g, v)| (g, v.len(), v.last().unwrap_or(0))),
                 );
+                if let Some(p) = &s.prefix {
+                    sh.postings.extend(p.iter().map(|(g, l)| {
+                        let newest = [l.first, l.edit, l.containing]
+                            .iter()
+                            .filter_map(|v| v.last())
+                            .max();
+                        (g, l.len(), newest.unwrap_or(0))
+                    }));
+                }
                 sh
             })
             .collect()

@@ -11,6 +11,7 @@ pub mod entry;
 pub mod grams;
 mod inspect;
 pub mod postings;
+pub mod prefix;
 mod segment;
 pub mod slots;
 pub mod store;
@@ -146,6 +147,8 @@ pub struct Query<'a> {
 pub struct Scratch {
     cands: Vec<EntryRef>,
     lists: Vec<(usize, u32)>,
+    /// A query's grams in a sealed generation's order: (entries holding it, gram, its lists).
+    ranked: Vec<(u32, Gram, u32)>,
     /// Each query gram's posting list in the segment being searched (kept empty between
     /// searches).
     found: Vec<postings::List<'static>>,
@@ -231,6 +234,7 @@ impl Index {
             m.texts += s.texts.bytes();
             m.tables += s.tables.iter().map(Postings::approx_bytes).sum::<usize>();
             m.grams += s.grams.approx_bytes();
+            m.grams += s.prefix.as_ref().map_or(0, |p| p.approx_bytes());
         }
         m
     }
@@ -300,7 +304,7 @@ impl Index {
             self.insert_with(gen, e, scratch, false);
         }
         if let Some(seg) = self.segments.iter_mut().find(|s| s.gen == gen) {
-            seg.seal();
+            seg.seal(&self.verify);
         }
     }
 
@@ -329,7 +333,7 @@ impl Index {
                 // The newest generation so far: the one before it is complete unless late
                 // posts arrive, so its postings are merged into their compact form now.
                 if let Some(prev) = self.segments.back_mut() {
-                    prev.compact();
+                    prev.compact(&self.verify);
                 }
                 let cold = self.cold.create(gen);
                 self.segments

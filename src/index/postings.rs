@@ -55,6 +55,16 @@ pub struct List<'a> {
 }
 
 impl<'a> List<'a> {
+    /// A list of `len` slots stored as varint gaps at the start of `bytes` (see `put_varint`).
+    #[inline]
+    pub(super) fn of_gaps(bytes: &'a [u8], len: u32) -> List<'a> {
+        List {
+            sealed: bytes,
+            sealed_len: len,
+            head: &[],
+        }
+    }
+
     /// Number of slots.
     #[inline]
     pub fn len(&self) -> usize {
@@ -122,12 +132,26 @@ impl Iterator for Gaps<'_> {
     }
 }
 
-fn put_varint(out: &mut Vec<u8>, mut v: u32) {
+/// Appends `v` as a LEB128 varint.
+pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
     }
     out.push(v as u8);
+}
+
+/// The varint at the start of `bytes` and the bytes after it (0 and nothing when truncated).
+#[inline]
+pub(super) fn take_varint(bytes: &[u8]) -> (u32, &[u8]) {
+    let mut v = 0u32;
+    for (i, &b) in bytes.iter().enumerate().take(5) {
+        v |= u32::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return (v, &bytes[i + 1..]);
+        }
+    }
+    (0, &[])
 }
 
 /// The word and bit of `key` in `Postings::filter`.

@@ -4,8 +4,10 @@
 use super::cold::ColdStore;
 use super::grams::Gram;
 use super::postings::Postings;
+use super::prefix::PrefixPostings;
 use super::slots::SlotTable;
 use super::store::{self, short_hash, Store};
+use crate::verify::VerifyConfig;
 
 /// Generations with fewer entries keep their postings in hash maps when a newer one starts
 /// (merging them saves little and costs a sort per generation on sparse streams).
@@ -20,7 +22,11 @@ pub(super) struct Segment {
     /// identifies its post, so the same key always comes with the same text).
     pub(super) texts: SlotTable,
     pub(super) tables: Vec<Postings<u64>>,
+    /// Bigram postings of every gram of each entry added since the generation was sealed (all
+    /// of them before), for count filtering.
     pub(super) grams: Postings<Gram>,
+    /// Bigram postings of the entries present when the generation was sealed, in prefix form.
+    pub(super) prefix: Option<PrefixPostings>,
 }
 
 impl Segment {
@@ -31,6 +37,7 @@ impl Segment {
             texts: SlotTable::default(),
             tables: (0..tables).map(|_| Postings::default()).collect(),
             grams: Postings::default(),
+            prefix: None,
         }
     }
 
@@ -88,15 +95,28 @@ impl Segment {
     }
 
     /// Seals a generation that stopped growing, unless it is too small for it to matter.
-    pub(super) fn compact(&mut self) {
+    pub(super) fn compact(&mut self, verify: &VerifyConfig) {
         if self.store.len() >= COMPACT_MIN_ENTRIES {
-            self.seal();
+            self.seal(verify);
         }
     }
 
-    pub(super) fn seal(&mut self) {
+    /// Merges every structure into its compact form; the first time, the bigram postings go to
+    /// prefix form (entries added later, late posts, stay in `grams`).
+    pub(super) fn seal(&mut self, verify: &VerifyConfig) {
         self.store.shrink();
         self.tables.iter_mut().for_each(Postings::seal);
         self.grams.seal();
+        if self.prefix.is_none() && !self.grams.is_empty() {
+            let store = &self.store;
+            let prefix = PrefixPostings::from_all(
+                &self.grams,
+                store.len(),
+                |s| store.meta(s).chars(),
+                verify,
+            );
+            self.prefix = Some(prefix);
+            self.grams = Postings::default();
+        }
     }
 }

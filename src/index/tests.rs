@@ -107,7 +107,8 @@ proptest! {
                 stored.push((r.gen, r.slot, e));
             }
             if seal && n % 37 == 0 {
-                idx.segments.iter_mut().for_each(Segment::seal);
+                let v = VerifyConfig::default();
+                idx.segments.iter_mut().for_each(|s| s.seal(&v));
             }
         }
     }

@@ -162,7 +162,8 @@ pub struct Report {
     pub entries: Counts,
     /// Block-table bucket sizes (one bucket = one key of one table in one generation).
     pub table_buckets: Histogram,
-    /// Bigram posting-list sizes (per generation).
+    /// Bigram posting-list sizes (per generation; a sealed generation lists each entry under its
+    /// prefix grams only).
     pub bigram_postings: Histogram,
     /// The largest buckets.
     pub largest_buckets: Vec<Hot>,

@@ -1,0 +1,465 @@
+//! The bigram postings of a sealed generation, prefix-filtered (as in AllPairs and PPJoin): the
+//! generation's grams are ordered by how many of its entries hold them, rarest first (ties by
+//! value), and each entry is posted only under its first `max_missing_grams + 1` grams in that
+//! order, in one of three lists by its rank there. A query then scans a few short lists instead
+//! of counting through the whole lists of its rarest grams.
+//!
+//! Why no match is missed: if gram sets X (the query's) and Y (an entry's) share `a` grams, then
+//! in any one total order X's first `|X| - a + 1` grams and Y's first `|Y| - a + 1` share one
+//! (were they disjoint, the shared grams would all lie after both, leaving X at most
+//! `|X| - (|X| - a + 1)` places for them). With `grams::edit_missing_grams` (e) and
+//! `grams::max_missing_grams` (m) of each text's own length:
+//! - edit rule: `|X \ Y| <= ex` and `|Y \ X| <= ey`, so a shared gram has query rank `<= ex` and
+//!   entry rank `<= ey`;
+//! - the entry inside the query: `Y ⊆ X` and `|X \ Y| <= mx`, so the entry's first gram has query
+//!   rank `<= mx`;
+//! - the query inside the entry: `X ⊆ Y` and `|Y \ X| <= my`, so the query's first gram has
+//!   entry rank `<= my`.
+//!
+//! Each entry is therefore posted under its grams of rank `0..=my`: rank 0 in the gram's `first`
+//! list, ranks `1..=ey` in its `edit` list, the rest in its `containing` list. A query's gram of
+//! rank `i <= mx` has its `first` list scanned, its `edit` list when `i <= ex`, and its
+//! `containing` list when `i == 0`. A query gram absent from the generation counts 0 and ranks
+//! first, as it must: no entry of the generation holds it.
+//!
+//! The order is the generation's own, frozen when it is sealed: built again from the same entries
+//! (a restart), a generation gets the same order and the same lists.
+
+use rustc_hash::FxHashMap;
+
+use super::grams::{edit_missing_grams, max_missing_grams, Gram};
+use super::postings::{put_varint, take_varint, List, Postings};
+use crate::verify::VerifyConfig;
+
+/// `start` of a gram that is in no entry's prefix.
+const NO_LISTS: u32 = u32::MAX;
+
+/// Prefix-filtered postings (see the module documentation).
+#[derive(Debug, Default)]
+pub struct PrefixPostings {
+    /// Per gram of the generation: how many entries hold it (its place in the order), and where
+    /// its lists start in `run` (`NO_LISTS` if none).
+    keys: FxHashMap<Gram, (u32, u32)>,
+    /// Per gram with lists: varints of the `first` list's length and bytes, the `edit` list's
+    /// length and bytes, the `containing` list's length; then the three lists as varint gaps.
+    run: Vec<u8>,
+    postings: usize,
+}
+
+/// The three lists of one gram (see the module documentation), each in slot order.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Lists<'a> {
+    /// Entries whose first gram it is.
+    pub first: List<'a>,
+    /// Entries for which it ranks `1..=ey`.
+    pub edit: List<'a>,
+    /// Entries for which it ranks above `ey`, up to `my`.
+    pub containing: List<'a>,
+}
+
+impl Lists<'_> {
+    /// Slots in all three lists.
+    pub fn len(&self) -> usize {
+        self.first.len() + self.edit.len() + self.containing.len()
+    }
+
+    /// True when no list has a slot.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl PrefixPostings {
+    /// The prefix form of `all`, the complete bigram postings of a generation of `slots` entries
+    /// whose normalized texts have `chars(slot)` characters.
+    pub fn from_all(
+        all: &Postings<Gram>,
+        slots: usize,
+        chars: impl Fn(u32) -> u32,
+        cfg: &VerifyConfig,
+    ) -> PrefixPostings {
+        let mut order: Vec<(u32, Gram)> = all.iter().map(|(g, l)| (l.len() as u32, g)).collect();
+        order.sort_unstable();
+        let limits: Vec<(u16, u16)> = (0..slots as u32).map(|s| limits(chars(s), cfg)).collect();
+        let mut rank = vec![0u16; slots];
+        let mut keys = FxHashMap::default();
+        keys.reserve(order.len());
+        let mut run = Vec::new();
+        let mut postings = 0;
+        let mut bufs: [Vec<u8>; 3] = Default::default();
+        for (count, g) in order {
+            let list = all.get(&g);
+            let mut lens = [0u32; 3];
+            let mut prev = [0u32; 3];
+            bufs.iter_mut().for_each(Vec::clear);
+            for slot in list.iter() {
+                let Some(r) = rank.get_mut(slot as usize) else {
+                    continue;
+                };
+                let j = *r;
+                *r = j.saturating_add(1);
+                let Some(class) = class(j, limits[slot as usize]) else {
+                    continue;
+                };
+                put_varint(&mut bufs[class], slot - prev[class]);
+                prev[class] = slot;
+                lens[class] += 1;
+            }
+            let start = put_lists(&mut run, lens, &bufs);
+            postings += lens.iter().sum::<u32>() as usize;
+            keys.insert(g, (count, start));
+        }
+        run.shrink_to_fit();
+        PrefixPostings {
+            keys,
+            run,
+            postings,
+        }
+    }
+
+    /// The prefix form of the bigram postings of a generation of `slots` entries built in one go
+    /// (a restart), as `from_all` would make it of the complete postings: `grams(slot, out)`
+    /// writes each entry's distinct grams to `out` (cleared first), `chars(slot)` gives its
+    /// length. Each entry's grams are asked for once; the first pass numbers every distinct gram
+    /// and counts its entries, the second ranks each entry's grams and keeps its prefix, and a
+    /// counting sort places every kept posting in its gram's list.
+    pub fn build(
+        slots: u32,
+        mut grams: impl FnMut(u32, &mut Vec<Gram>),
+        chars: impl Fn(u32) -> u32,
+        cfg: &VerifyConfig,
+    ) -> PrefixPostings {
+        let mut buf = Vec::new();
+        // Per gram: its number while building, then (entries holding it, start of its lists).
+        let mut keys: FxHashMap<Gram, (u32, u32)> = FxHashMap::default();
+        // Per gram number: how many entries hold it, and the gram (its place in the order).
+        let mut info: Vec<(u32, Gram)> = Vec::new();
+        // Every posting's gram number, slot by slot, and where each slot's postings end.
+        let mut seq: Vec<u32> = Vec::new();
+        let mut ends: Vec<usize> = Vec::with_capacity(slots as usize);
+        for s in 0..slots {
+            grams(s, &mut buf);
+            for g in &buf {
+                let fresh = info.len() as u32;
+                let id = keys.entry(*g).or_insert((fresh, 0)).0;
+                if id == fresh {
+                    info.push((0, *g));
+                }
+                info[id as usize].0 += 1;
+                seq.push(id);
+            }
+            ends.push(seq.len());
+        }
+        // Each slot's prefix, in place at the front of its part of `seq`, as gram number and
+        // class (low two bits); `kept[s]` how many.
+        let mut kept: Vec<u16> = Vec::with_capacity(slots as usize);
+        let mut per_class = vec![[0u32; 3]; info.len()];
+        let mut ranked: Vec<(u32, Gram, u32)> = Vec::new();
+        let mut begin = 0;
+        for (s, &end) in ends.iter().enumerate() {
+            let part = &mut seq[begin..end];
+            let lim = limits(chars(s as u32), cfg);
+            let take = part.len().min(usize::from(lim.1) + 1);
+            ranked.clear();
+            ranked.extend(part.iter().map(|&id| {
+                let (count, g) = info[id as usize];
+                (count, g, id)
+            }));
+            if take > 0 && take < ranked.len() {
+                ranked.select_nth_unstable(take - 1);
+            }
+            let head = &mut ranked[..take];
+            head.sort_unstable();
+            for (j, &(_, _, id)) in head.iter().enumerate() {
+                let c = class(j.min(usize::from(u16::MAX)) as u16, lim).unwrap_or(2);
+                per_class[id as usize][c] += 1;
+                part[j] = id << 2 | c as u32;
+            }
+            kept.push(take as u16);
+            begin = end;
+        }
+        // Counting sort: every list's place in `flat`, by gram number then class.
+        let mut pos = Vec::with_capacity(per_class.len() * 3);
+        let mut next = 0u32;
+        for n in per_class.iter().flatten() {
+            pos.push(next);
+            next += n;
+        }
+        let mut flat = vec![0u32; next as usize];
+        let mut begin = 0;
+        for (s, (&end, &k)) in ends.iter().zip(&kept).enumerate() {
+            for &v in &seq[begin..begin + usize::from(k)] {
+                let p = &mut pos[(v >> 2) as usize * 3 + (v & 3) as usize];
+                flat[*p as usize] = s as u32;
+                *p += 1;
+            }
+            begin = end;
+        }
+        drop(seq);
+        let mut starts = Vec::with_capacity(info.len());
+        let mut run = Vec::with_capacity(2 * flat.len());
+        let mut bufs: [Vec<u8>; 3] = Default::default();
+        let mut begin = 0;
+        for n in &per_class {
+            for c in 0..3 {
+                bufs[c].clear();
+                let mut prev = 0;
+                for &slot in &flat[begin..begin + n[c] as usize] {
+                    put_varint(&mut bufs[c], slot - prev);
+                    prev = slot;
+                }
+                begin += n[c] as usize;
+            }
+            starts.push(put_lists(&mut run, *n, &bufs));
+        }
+        for v in keys.values_mut() {
+            let id = v.0 as usize;
+            *v = (info[id].0, starts[id]);
+        }
+        run.shrink_to_fit();
+        PrefixPostings {
+            keys,
+            run,
+            postings: flat.len(),
+        }
+    }
+
+    /// How many entries hold `g` (0 if none), and where its lists are (for `lists`).
+    #[inline]
+    pub fn rank_of(&self, g: &Gram) -> (u32, u32) {
+        self.keys.get(g).copied().unwrap_or((0, NO_LISTS))
+    }
+
+    /// The lists at `start` (from `rank_of`).
+    #[inline]
+    pub fn lists(&self, start: u32) -> Lists<'_> {
+        let Some(bytes) = self.run.get(start as usize..) else {
+            return Lists::default();
+        };
+        let (n0, rest) = take_varint(bytes);
+        let (b0, rest) = take_varint(rest);
+        let (n1, rest) = take_varint(rest);
+        let (b1, rest) = take_varint(rest);
+        let (n2, rest) = take_varint(rest);
+        let (b0, b1) = (b0 as usize, b1 as usize);
+        if rest.len() < b0 + b1 {
+            return Lists::default();
+        }
+        Lists {
+            first: List::of_gaps(&rest[..b0], n0),
+            edit: List::of_gaps(&rest[b0..b0 + b1], n1),
+            containing: List::of_gaps(&rest[b0 + b1..], n2),
+        }
+    }
+
+    /// Every gram in some entry's prefix, with its lists (any order).
+    pub fn iter(&self) -> impl Iterator<Item = (Gram, Lists<'_>)> + '_ {
+        self.keys
+            .iter()
+            .filter(|(_, &(_, start))| start != NO_LISTS)
+            .map(|(g, &(_, start))| (*g, self.lists(start)))
+    }
+
+    /// Total slots held.
+    pub fn postings(&self) -> usize {
+        self.postings
+    }
+
+    /// Approximate bytes held.
+    pub fn approx_bytes(&self) -> usize {
+        self.run.capacity() + self.keys.capacity() * (std::mem::size_of::<(Gram, (u32, u32))>() + 1)
+    }
+}
+
+/// An entry's `(ey, my)` (see the module documentation) for a text of `chars` characters.
+fn limits(chars: u32, cfg: &VerifyConfig) -> (u16, u16) {
+    let clamp = |v: usize| v.min(u16::MAX as usize - 1) as u16;
+    let n = chars as usize;
+    (
+        clamp(edit_missing_grams(n, cfg)),
+        clamp(max_missing_grams(n, cfg)),
+    )
+}
+
+/// The list (0 `first`, 1 `edit`, 2 `containing`) of an entry's gram of rank `j`, if any.
+#[inline]
+fn class(j: u16, (ey, my): (u16, u16)) -> Option<usize> {
+    match j {
+        0 => Some(0),
+        j if j <= ey => Some(1),
+        j if j <= my => Some(2),
+        _ => None,
+    }
+}
+
+/// Appends one gram's three lists (`lens` slots each, encoded in `bufs`) to `run`; returns
+/// where they start, `NO_LISTS` when all are empty (or the run is past 32-bit offsets).
+fn put_lists(run: &mut Vec<u8>, lens: [u32; 3], bufs: &[Vec<u8>; 3]) -> u32 {
+    if lens == [0; 3] || run.len() >= NO_LISTS as usize {
+        return NO_LISTS;
+    }
+    let start = run.len() as u32;
+    put_varint(run, lens[0]);
+    put_varint(run, bufs[0].len() as u32);
+    put_varint(run, lens[1]);
+    put_varint(run, bufs[1].len() as u32);
+    put_varint(run, lens[2]);
+    bufs.iter().for_each(|b| run.extend_from_slice(b));
+    start
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::grams::distinct_bigrams;
+    use crate::types::Fingerprint;
+    use crate::verify::tests::edited;
+    use crate::verify::{verify, Sketch};
+    use proptest::prelude::*;
+
+    fn grams(chars: &[char]) -> Vec<Gram> {
+        let mut g = Vec::new();
+        distinct_bigrams(chars, &mut g);
+        g
+    }
+
+    /// Whether `verify` accepts `a` against `b` under the char rules (no tokens).
+    fn accepted(a: &[char], b: &[char], cfg: &VerifyConfig) -> bool {
+        let sketch = |chars, text_hash| Sketch {
+            chars,
+            text_hash,
+            fingerprint: Fingerprint(0),
+            tokens: &[],
+        };
+        verify(&sketch(a, 1), &sketch(b, 2), cfg).is_some()
+    }
+
+    /// The slots a query with `chars` would scan, as `Index::prefix_candidates` scans them.
+    fn scanned(p: &PrefixPostings, chars: &[char], cfg: &VerifyConfig) -> Vec<u32> {
+        let mut ranked: Vec<(u32, Gram, u32)> = grams(chars)
+            .into_iter()
+            .map(|g| {
+                let (c, s) = p.rank_of(&g);
+                (c, g, s)
+            })
+            .collect();
+        ranked.sort_unstable();
+        let (mx, ex) = (
+            max_missing_grams(chars.len(), cfg),
+            edit_missing_grams(chars.len(), cfg),
+        );
+        let mut out = Vec::new();
+        for (i, &(_, _, start)) in ranked.iter().take(mx + 1).enumerate() {
+            let l = p.lists(start);
+            out.extend(l.first.iter());
+            if i <= ex {
+                out.extend(l.edit.iter());
+            }
+            if i == 0 {
+                out.extend(l.containing.iter());
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
+    }
+
+    fn build(texts: &[Vec<char>], cfg: &VerifyConfig) -> PrefixPostings {
+        let mut all = Postings::default();
+        for (s, t) in texts.iter().enumerate() {
+            for g in grams(t) {
+                all.push(g, s as u32);
+            }
+        }
+        PrefixPostings::from_all(&all, texts.len(), |s| texts[s as usize].len() as u32, cfg)
+    }
+
+    #[test]
+    fn each_entry_is_posted_under_its_prefix_only() {
+        let cfg = VerifyConfig::default();
+        let texts: Vec<Vec<char>> = [
+            "今天天气真好我们一起去公园散步吧",
+            "明天下雨我们在家里看书吧朋友们",
+        ]
+        .iter()
+        .map(|t| t.chars().collect())
+        .collect();
+        let p = build(&texts, &cfg);
+        let want: usize = texts
+            .iter()
+            .map(|t| (max_missing_grams(t.len(), &cfg) + 1).min(grams(t).len()))
+            .sum();
+        assert_eq!(p.postings(), want);
+        // Each entry has exactly one first gram.
+        let firsts: usize = p.iter().map(|(_, l)| l.first.len()).sum();
+        assert_eq!(firsts, texts.len());
+        // A gram held by both entries is counted twice; an unknown one is absent.
+        assert_eq!(p.rank_of(&grams(&['我', '们'])[0]).0, 2);
+        assert_eq!(p.rank_of(&grams(&['无', '有'])[0]), (0, NO_LISTS));
+        assert!(p.lists(NO_LISTS).is_empty());
+    }
+
+    /// Every gram's count and lists, sorted, for comparing two builds.
+    fn contents(p: &PrefixPostings) -> Vec<(Gram, u32, [Vec<u32>; 3])> {
+        let mut v: Vec<_> = p
+            .keys
+            .iter()
+            .map(|(g, &(count, start))| {
+                let l = p.lists(start);
+                let lists = [l.first, l.edit, l.containing].map(|x| x.iter().collect());
+                (*g, count, lists)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        // Built in one go, the prefix form equals the one made of the complete postings.
+        #[test]
+        fn built_in_one_go_equals_converted(texts in proptest::collection::vec("[天地人和风雨云山水火]{0,40}", 0..200)) {
+            let cfg = VerifyConfig::default();
+            let texts: Vec<Vec<char>> = texts.iter().map(|t| t.chars().collect()).collect();
+            let converted = build(&texts, &cfg);
+            let built = PrefixPostings::build(
+                texts.len() as u32,
+                |s, out| distinct_bigrams(&texts[s as usize], out),
+                |s| texts[s as usize].len() as u32,
+                &cfg,
+            );
+            prop_assert_eq!(built.postings(), converted.postings());
+            prop_assert_eq!(contents(&built), contents(&converted));
+        }
+
+        // Every entry that the char rules accept against a query, in a generation of random
+        // texts and edited copies, is among the slots the query scans.
+        #[test]
+        fn prefix_lists_find_every_accepted_entry(
+            base in proptest::collection::vec("[天地人和风雨云山水火]{8,40}", 1..6),
+            edits in proptest::collection::vec((0usize..6, proptest::collection::vec((0usize..40, 0u8..3, "[天地人和风雨云山水火木]"), 0..6), 0usize..4, 0usize..4), 1..30),
+            query in (0usize..6, proptest::collection::vec((0usize..40, 0u8..3, "[天地人和风雨云山水火木]"), 0..4), 0usize..4, 0usize..4),
+        ) {
+            let cfg = VerifyConfig::default();
+            let base: Vec<Vec<char>> = base.iter().map(|b| b.chars().collect()).collect();
+            let variant = |(b, e, lo, hi): &(usize, Vec<(usize, u8, String)>, usize, usize)| {
+                let t = edited(&base[b % base.len()], e);
+                let end = t.len().saturating_sub(*hi).max((*lo).min(t.len()));
+                t[(*lo).min(t.len())..end].to_vec()
+            };
+            let texts: Vec<Vec<char>> = edits.iter().map(variant).collect();
+            let min = crate::index::grams::min_indexed_chars(&cfg);
+            let indexed: Vec<Vec<char>> = texts.into_iter().filter(|t| t.len() >= min).collect();
+            let p = build(&indexed, &cfg);
+            let q = variant(&query);
+            prop_assume!(q.len() >= min);
+            let found = scanned(&p, &q, &cfg);
+            for (s, t) in indexed.iter().enumerate() {
+                if accepted(&q, t, &cfg) {
+                    prop_assert!(found.binary_search(&(s as u32)).is_ok(), "missed {:?} for query {:?}", t, q);
+                }
+            }
+        }
+    }
+}
