@@ -100,7 +100,9 @@ if [ -z "$reuse" ]; then
     fi
   done
   entries=$(metrics "$log" | awk '$1 == "simdedup_index_entries" {print $2}')
-  echo "first run: $posts posts decided in $(( ($(now_ms) - t) / 1000 )) s, $entries index entries" >&2
+  # The gauge is sampled, so it can lag the last verdicts: the restarts below report what
+  # the state really held.
+  echo "first run: $posts posts decided in $(( ($(now_ms) - t) / 1000 )) s, $entries index entries at the last metrics sample" >&2
   sleep 3
   stop
   echo "state dir: $(du -sh "$work/state" | cut -f1)" >&2
@@ -132,6 +134,8 @@ for b in "${!binaries[@]}"; do
   [ "$(decided "$log")" -ge 1 ] || { echo "restart $r: no verdict after 60 s; log ends:" >&2; tail -n 20 "$log" >&2; exit 1; }
   sleep 3
   stop
+  restored=$(grep -o 'local state restored entries=[0-9]*' "$log" | head -n 1 | cut -d= -f2)
+  [ -z "$restored" ] || entries=$restored
   out_ms=$(for topic in unique duplicates rejected; do
     "$bin" export --topic "restart.$topic" --idle-ms 1000 --timestamps --output - 2>/dev/null
   done | awk -F '\t' -v p="\"$probe\"" 'index($2, p) {print $1; exit}')
