@@ -69,9 +69,14 @@ impl TableLayout {
         self.masks.len()
     }
 
-    /// The key of `fp` in table `t`.
+    /// The key of `fp` in table `t`: the table's bits of `fp`, shifted down to bit 0. Hash maps
+    /// hold the keys, and the crate's hasher (a multiply) spreads only the bits a key has low:
+    /// the top block's bits left in place all went to a few buckets with one tag, which made
+    /// every probe of that table's maps scan long chains.
+    #[inline]
     pub fn key(&self, t: usize, fp: Fingerprint) -> u64 {
-        fp.0 & self.masks[t]
+        let mask = self.masks[t];
+        (fp.0 & mask) >> mask.trailing_zeros()
     }
 }
 
@@ -86,6 +91,18 @@ mod tests {
         assert_eq!(TableLayout::new(6, 3).map(|l| l.tables()), Ok(20));
         assert_eq!(TableLayout::new(8, 3).map(|l| l.tables()), Ok(56));
         assert!(TableLayout::new(3, 3).is_err());
+    }
+
+    #[test]
+    fn keys_start_at_bit_zero_and_keep_every_bit_of_the_table() {
+        let layout = TableLayout::new(6, 3).unwrap();
+        for t in 0..layout.tables() {
+            let mask = layout.masks[t];
+            let width = 64 - mask.leading_zeros() - mask.trailing_zeros();
+            assert_eq!(layout.key(t, Fingerprint(mask)) & 1, 1, "table {t}");
+            assert!(width == 64 || layout.key(t, Fingerprint(u64::MAX)) < 1 << width);
+            assert_eq!(layout.key(t, Fingerprint(!mask)), 0, "table {t}");
+        }
     }
 
     proptest! {
