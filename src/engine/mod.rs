@@ -9,9 +9,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::{simhash, SimHash};
 use crate::hist::Hist;
+use crate::index::entry::DecodeError;
 use crate::index::grams::{distinct_bigrams, Gram};
 use crate::index::{
-    Entry, EntryRef, Index, IndexConfig, LayoutError, OrderKey, Query, QueryStats, Scratch,
+    Entry, EntryRef, Index, IndexConfig, LayoutError, OrderKey, Packed, Query, QueryStats, Scratch,
     Visibility,
 };
 use crate::text::normalize::{Normalizer, Removed};
@@ -325,13 +326,13 @@ impl Engine {
     /// `restore_window_marks` set them first), then entries per generation in insertion order,
     /// generations below the live window skipped. Up to `threads` generations are built at once
     /// while `generations` yields the next (see `Index::insert_generations`). Restored entries
-    /// are not reported as pending changes.
+    /// are not reported as pending changes. A stored entry that does not decode fails it.
     pub fn restore(
         &mut self,
         watermarks: BTreeMap<u32, i64>,
-        generations: impl IntoIterator<Item = (i64, Vec<Entry>)>,
+        generations: impl IntoIterator<Item = (i64, Packed)>,
         threads: usize,
-    ) {
+    ) -> Result<(), DecodeError> {
         // Window marks restored first (`restore_window_marks`) win over the order watermarks.
         for (p, w) in &watermarks {
             self.horizons.entry(*p).or_insert(Horizon::at(*w));
@@ -341,7 +342,7 @@ impl Engine {
         let live = generations
             .into_iter()
             .filter(|(gen, _)| min_gen.is_none_or(|m| *gen >= m));
-        self.index.insert_generations(live, threads);
+        self.index.insert_generations(live, threads)
     }
 
     /// Applies an entry decided elsewhere (another partition's worker): it joins the index unless

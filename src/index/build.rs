@@ -6,11 +6,14 @@ use std::collections::BTreeSet;
 use std::sync::{mpsc, Arc, Mutex};
 
 use super::cold::ColdFactory;
+use super::entry::DecodeError;
 use super::grams::{self, Gram};
+use super::packed::Packed;
 use super::postings::Postings;
-use super::prefix::PrefixPostings;
+use super::prefix::PrefixBuilder;
 use super::segment::Segment;
 use super::{Entry, Index, IndexConfig, Scratch, TableLayout};
+use crate::types::Fingerprint;
 use crate::verify::{VerifyConfig, VerifyMode};
 
 /// What indexing an entry needs of the index: its configuration, not its generations, so that
@@ -86,76 +89,108 @@ impl<'a> Indexer<'a> {
         slot
     }
 
-    /// A sealed generation `gen` holding `entries` in order, its records in a store of `cold`.
-    /// The block tables and bigram postings are built in one go (`Postings::build`,
-    /// `PrefixPostings::build`), as pushing every entry and sealing would leave them.
-    fn build(&self, cold: &dyn ColdFactory, gen: i64, entries: Vec<Entry>) -> Segment {
+    /// A sealed generation `gen` holding the stored entries `packed` in order, its records in a
+    /// store of `cold`. Each entry is decoded once, without allocating, and goes straight into
+    /// the generation's store; the block tables and bigram postings are built in one go
+    /// (`Postings::build`, `PrefixBuilder`), as pushing every entry and sealing would leave them.
+    /// `scratch` keeps its memory from one generation to the next.
+    fn build(
+        &self,
+        cold: &dyn ColdFactory,
+        gen: i64,
+        packed: &Packed,
+        scratch: &mut BuildScratch,
+    ) -> Result<Segment, DecodeError> {
+        let BuildScratch {
+            prefix,
+            chars,
+            tokens,
+            grams,
+            lens,
+        } = scratch;
         let mut seg = Segment::new(gen, self.layout.tables(), cold.create(gen));
-        for e in &entries {
-            seg.push(e);
+        seg.reserve(packed.len());
+        lens.clear();
+        for v in packed.views() {
+            let v = v?;
+            chars.clear();
+            chars.extend(v.text.chars());
+            tokens.clear();
+            tokens.extend(v.tokens());
+            seg.push_view(&v, chars, tokens);
+            if self.gram_indexed(chars.len()) {
+                grams::distinct_bigrams(chars, grams);
+            } else {
+                grams.clear();
+            }
+            prefix.add(grams);
+            lens.push(chars.len() as u32);
         }
-        let n = entries.len() as u32;
+        let n = seg.store.len() as u32;
         for (t, table) in seg.tables.iter_mut().enumerate() {
+            let store = &seg.store;
             *table = Postings::build(n, |slot, out| {
                 out.clear();
-                let e = &entries[slot as usize];
-                if self.tabled(e.tokens.len()) {
-                    out.push(self.layout.key(t, e.fingerprint));
+                let m = store.meta(slot);
+                if self.tabled(m.tokens as usize) {
+                    out.push(self.layout.key(t, Fingerprint(m.fingerprint)));
                 }
             });
         }
-        let prefix = PrefixPostings::build(
-            n,
-            |slot, out| {
-                let e = &entries[slot as usize];
-                if self.gram_indexed(e.chars.len()) {
-                    grams::distinct_bigrams(&e.chars, out);
-                } else {
-                    out.clear();
-                }
-            },
-            |slot| entries[slot as usize].chars.len() as u32,
-            self.verify,
-        );
+        let prefix = prefix.finish(|slot| lens[slot as usize], self.verify);
         seg.prefix = (prefix.postings() > 0).then_some(prefix);
         seg.seal(self.verify);
-        seg
+        Ok(seg)
     }
 }
 
+/// What a restore thread keeps from one generation it builds to the next, so that each one does
+/// not fault its buffers in again.
+#[derive(Default)]
+struct BuildScratch {
+    prefix: PrefixBuilder,
+    chars: Vec<char>,
+    tokens: Vec<u32>,
+    grams: Vec<Gram>,
+    lens: Vec<u32>,
+}
+
 impl Index {
-    /// Adds whole generations (a restart), each in insertion order, in the form `insert_all`
-    /// gives them. Up to `threads` generations are built at once, each on a thread of its own,
-    /// while `gens` (which runs on the calling thread, reading storage) produces the next; only
-    /// the generations being built are held as entries. A generation the index already holds,
-    /// or one that `gens` yields twice, is added entry by entry afterwards.
+    /// Adds whole generations of stored entries (a restart), each in insertion order, in the
+    /// form `insert_all` gives them. Up to `threads` generations are built at once, each on a
+    /// thread of its own, while `gens` (which runs on the calling thread, reading storage)
+    /// produces the next; only the generations being built are held, in their stored encoding.
+    /// A generation the index already holds, or one that `gens` yields twice, is added entry by
+    /// entry afterwards. A record that does not decode fails the restore (after every
+    /// generation was read); the generations built before it stay.
     pub fn insert_generations(
         &mut self,
-        gens: impl Iterator<Item = (i64, Vec<Entry>)>,
+        gens: impl Iterator<Item = (i64, Packed)>,
         threads: usize,
-    ) {
+    ) -> Result<(), DecodeError> {
         let ix = Indexer::new(&self.layout, &self.cfg, &self.verify, self.min_gram_chars);
         let cold: &dyn ColdFactory = &*self.cold;
         let have: BTreeSet<i64> = self.segments.iter().map(|s| s.gen).collect();
         let mut later = Vec::new();
-        let (tx, rx) = mpsc::sync_channel::<(i64, Vec<Entry>)>(0);
+        let (tx, rx) = mpsc::sync_channel::<(i64, Packed)>(0);
         // Each builder holds the receiver: once all have stopped (a panic), it is dropped and a
         // send fails instead of waiting for a builder forever.
         let rx = Arc::new(Mutex::new(rx));
-        let built: Vec<Segment> = std::thread::scope(|s| {
+        let built: Vec<Result<Segment, DecodeError>> = std::thread::scope(|s| {
             let workers: Vec<_> = (0..threads.max(1))
                 .map(|_| {
                     let rx = Arc::clone(&rx);
                     s.spawn(move || {
                         let mut out = Vec::new();
+                        let mut scratch = BuildScratch::default();
                         loop {
                             // A poisoned lock means another builder panicked: its join rethrows.
                             let job = match rx.lock() {
                                 Ok(r) => r.recv(),
                                 Err(_) => break,
                             };
-                            let Ok((gen, entries)) = job else { break };
-                            out.push(ix.build(cold, gen, entries));
+                            let Ok((gen, packed)) = job else { break };
+                            out.push(ix.build(cold, gen, &packed, &mut scratch));
                         }
                         out
                     })
@@ -163,10 +198,10 @@ impl Index {
                 .collect();
             drop(rx);
             let mut sent = BTreeSet::new();
-            for (gen, entries) in gens {
+            for (gen, packed) in gens {
                 if have.contains(&gen) || !sent.insert(gen) {
-                    later.push((gen, entries));
-                } else if let Err(mpsc::SendError(job)) = tx.send((gen, entries)) {
+                    later.push((gen, packed));
+                } else if let Err(mpsc::SendError(job)) = tx.send((gen, packed)) {
                     // Every builder stopped (one panicked): keep the entries, the join rethrows.
                     later.push(job);
                     break;
@@ -178,7 +213,15 @@ impl Index {
                 .flat_map(|w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
                 .collect()
         });
+        let mut failed = Ok(());
         for seg in built {
+            let seg = match seg {
+                Ok(seg) => seg,
+                Err(e) => {
+                    failed = failed.and(Err(e));
+                    continue;
+                }
+            };
             let i = self
                 .segments
                 .iter()
@@ -187,9 +230,10 @@ impl Index {
             self.segments.insert(i, seg);
         }
         let mut scratch = Scratch::default();
-        for (gen, entries) in later {
-            self.insert_all(gen, entries, &mut scratch);
+        for (gen, packed) in later {
+            self.insert_all(gen, packed.entries()?, &mut scratch);
         }
+        failed
     }
 }
 
@@ -264,7 +308,7 @@ mod tests {
                     Arc::new(FailsOnFour),
                 )
                 .unwrap();
-                let feed = (3..9).map(|g| (g, entries(g, 50)));
+                let feed = (3..9).map(|g| (g, Packed::from_entries(&entries(g, 50))));
                 let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     idx.insert_generations(feed, threads)
                 }));
@@ -272,6 +316,33 @@ mod tests {
             });
             let panicked = wait.recv_timeout(std::time::Duration::from_secs(60));
             assert_eq!(panicked, Ok(true), "threads {threads}");
+        }
+    }
+
+    // A stored record whose text is not UTF-8 fails the restore with an error; the generations
+    // that decoded are built all the same.
+    #[test]
+    fn a_record_that_does_not_decode_fails_the_restore() {
+        let first = entries(5, 1).remove(0);
+        let mut enc = Vec::new();
+        first.encode(&mut enc);
+        // Format, tau, arrival, partition, seq, time, fingerprint; then the id, then the text.
+        let text_at = 45 + 4 + first.id.0.len() + 4;
+        enc[text_at] = 0xFF;
+        let mut bad = Packed::default();
+        bad.push_record(&enc, |_| true).unwrap();
+        for threads in [1, 2] {
+            let mut idx = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
+            let feed = vec![
+                (3, Packed::from_entries(&entries(3, 40))),
+                (5, bad.clone()),
+                (6, Packed::from_entries(&entries(6, 40))),
+            ];
+            let r = idx.insert_generations(feed.into_iter(), threads);
+            assert_eq!(r, Err(DecodeError::Malformed), "threads {threads}");
+            let gens: Vec<i64> = idx.generations().map(|(g, _)| g).collect();
+            assert_eq!(gens, vec![3, 6], "threads {threads}");
+            assert_eq!(idx.len(), 80);
         }
     }
 
@@ -302,7 +373,8 @@ mod tests {
                 (6, entries(6, 300)),
                 (4, rest),
             ];
-            par.insert_generations(feed.into_iter(), threads);
+            let feed = feed.into_iter().map(|(g, e)| (g, Packed::from_entries(&e)));
+            par.insert_generations(feed, threads).unwrap();
             assert_eq!(
                 fingerprint_of(&par),
                 fingerprint_of(&one),

@@ -193,6 +193,78 @@ impl Entry {
 
     /// Decodes one entry from the front of `buf`, returning it and the rest of the buffer.
     pub fn decode(buf: &[u8]) -> Result<(Entry, &[u8]), DecodeError> {
+        let (v, rest) = EntryView::decode(buf)?;
+        Ok((v.to_entry(), rest))
+    }
+}
+
+/// A stored entry borrowed from its encoding (`Entry::encode`): what a restart reads without
+/// allocating per entry.
+#[derive(Clone, Copy, Debug)]
+pub struct EntryView<'a> {
+    /// Order key of the post that created the entry.
+    pub key: OrderKey,
+    /// Event time of that post.
+    pub time: EventTime,
+    /// SimHash fingerprint.
+    pub fingerprint: Fingerprint,
+    /// Representative id.
+    pub id: &'a str,
+    /// Normalized text.
+    pub text: &'a str,
+    /// Token hashes, 4 little-endian bytes each.
+    tokens: &'a [u8],
+}
+
+impl<'a> EntryView<'a> {
+    /// Decodes one entry from the front of `buf`, returning it and the rest of the buffer.
+    pub fn decode(buf: &'a [u8]) -> Result<(EntryView<'a>, &'a [u8]), DecodeError> {
+        let (h, mut r) = Header::read(buf)?;
+        let id = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::Malformed)?;
+        let text = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::Malformed)?;
+        let n = r.u32()? as usize;
+        let tokens = r.take(n.checked_mul(4).ok_or(DecodeError::Malformed)?)?;
+        let view = EntryView {
+            key: h.key,
+            time: h.time,
+            fingerprint: h.fingerprint,
+            id,
+            text,
+            tokens,
+        };
+        Ok((view, r.0))
+    }
+
+    /// The sorted distinct token hashes.
+    pub fn tokens(&self) -> impl ExactSizeIterator<Item = u32> + 'a {
+        self.tokens
+            .chunks_exact(4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    /// The owned entry.
+    pub fn to_entry(&self) -> Entry {
+        Entry {
+            id: PostId(self.id.to_string()),
+            key: self.key,
+            time: self.time,
+            fingerprint: self.fingerprint,
+            chars: self.text.chars().collect(),
+            text_hash: xxhash_rust::xxh3::xxh3_64(self.text.as_bytes()),
+            tokens: self.tokens().collect(),
+        }
+    }
+}
+
+/// The fixed fields at the front of an encoded entry.
+struct Header {
+    key: OrderKey,
+    time: EventTime,
+    fingerprint: Fingerprint,
+}
+
+impl Header {
+    fn read(buf: &[u8]) -> Result<(Header, Reader<'_>), DecodeError> {
         let mut r = Reader(buf);
         let format = r.u8()?;
         if format != ENTRY_FORMAT && format != ENTRY_FORMAT_V2 {
@@ -212,28 +284,27 @@ impl Entry {
         };
         let time = EventTime(r.u64()? as i64);
         let fingerprint = Fingerprint(r.u64()?);
-        let id = std::str::from_utf8(r.bytes()?)
-            .map_err(|_| DecodeError::Malformed)?
-            .to_string();
-        let text = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::Malformed)?;
-        let text_hash = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
-        let chars: Box<[char]> = text.chars().collect();
-        let n = r.u32()? as usize;
-        let mut tokens = Vec::with_capacity(n.min(4096));
-        for _ in 0..n {
-            tokens.push(r.u32()?);
-        }
-        let entry = Entry {
-            id: PostId(id),
-            key,
-            time,
-            fingerprint,
-            chars,
-            text_hash,
-            tokens: tokens.into(),
-        };
-        Ok((entry, r.0))
+        Ok((
+            Header {
+                key,
+                time,
+                fingerprint,
+            },
+            r,
+        ))
     }
+}
+
+/// The order key and the length in bytes of the encoded entry at the front of `buf`, read
+/// without decoding its id, text or tokens (which are not validated): how a restart sorts
+/// records out before handing them to the threads that decode them.
+pub fn skim(buf: &[u8]) -> Result<(OrderKey, usize), DecodeError> {
+    let (h, mut r) = Header::read(buf)?;
+    r.bytes()?;
+    r.bytes()?;
+    let n = r.u32()? as usize;
+    r.take(n.checked_mul(4).ok_or(DecodeError::Malformed)?)?;
+    Ok((h.key, buf.len() - r.0.len()))
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {

@@ -28,6 +28,7 @@
 use rustc_hash::FxHashMap;
 
 use super::grams::{edit_missing_grams, max_missing_grams, Gram};
+use super::numbers::Numbers;
 use super::postings::{put_varint, take_varint, List, Postings};
 use crate::verify::VerifyConfig;
 
@@ -120,108 +121,20 @@ impl PrefixPostings {
     /// The prefix form of the bigram postings of a generation of `slots` entries built in one go
     /// (a restart), as `from_all` would make it of the complete postings: `grams(slot, out)`
     /// writes each entry's distinct grams to `out` (cleared first), `chars(slot)` gives its
-    /// length. Each entry's grams are asked for once; the first pass numbers every distinct gram
-    /// and counts its entries, the second ranks each entry's grams and keeps its prefix, and a
-    /// counting sort places every kept posting in its gram's list.
+    /// length (see `PrefixBuilder`).
     pub fn build(
         slots: u32,
         mut grams: impl FnMut(u32, &mut Vec<Gram>),
         chars: impl Fn(u32) -> u32,
         cfg: &VerifyConfig,
     ) -> PrefixPostings {
+        let mut b = PrefixBuilder::default();
         let mut buf = Vec::new();
-        // Per gram: its number while building, then (entries holding it, start of its lists).
-        let mut keys: FxHashMap<Gram, (u32, u32)> = FxHashMap::default();
-        // Per gram number: how many entries hold it, and the gram (its place in the order).
-        let mut info: Vec<(u32, Gram)> = Vec::new();
-        // Every posting's gram number, slot by slot, and where each slot's postings end.
-        let mut seq: Vec<u32> = Vec::new();
-        let mut ends: Vec<usize> = Vec::with_capacity(slots as usize);
         for s in 0..slots {
             grams(s, &mut buf);
-            for g in &buf {
-                let fresh = info.len() as u32;
-                let id = keys.entry(*g).or_insert((fresh, 0)).0;
-                if id == fresh {
-                    info.push((0, *g));
-                }
-                info[id as usize].0 += 1;
-                seq.push(id);
-            }
-            ends.push(seq.len());
+            b.add(&buf);
         }
-        // Each slot's prefix, in place at the front of its part of `seq`, as gram number and
-        // class (low two bits); `kept[s]` how many.
-        let mut kept: Vec<u16> = Vec::with_capacity(slots as usize);
-        let mut per_class = vec![[0u32; 3]; info.len()];
-        let mut ranked: Vec<(u32, Gram, u32)> = Vec::new();
-        let mut begin = 0;
-        for (s, &end) in ends.iter().enumerate() {
-            let part = &mut seq[begin..end];
-            let lim = limits(chars(s as u32), cfg);
-            let take = part.len().min(usize::from(lim.1) + 1);
-            ranked.clear();
-            ranked.extend(part.iter().map(|&id| {
-                let (count, g) = info[id as usize];
-                (count, g, id)
-            }));
-            if take > 0 && take < ranked.len() {
-                ranked.select_nth_unstable(take - 1);
-            }
-            let head = &mut ranked[..take];
-            head.sort_unstable();
-            for (j, &(_, _, id)) in head.iter().enumerate() {
-                let c = class(j.min(usize::from(u16::MAX)) as u16, lim).unwrap_or(2);
-                per_class[id as usize][c] += 1;
-                part[j] = id << 2 | c as u32;
-            }
-            kept.push(take as u16);
-            begin = end;
-        }
-        // Counting sort: every list's place in `flat`, by gram number then class.
-        let mut pos = Vec::with_capacity(per_class.len() * 3);
-        let mut next = 0u32;
-        for n in per_class.iter().flatten() {
-            pos.push(next);
-            next += n;
-        }
-        let mut flat = vec![0u32; next as usize];
-        let mut begin = 0;
-        for (s, (&end, &k)) in ends.iter().zip(&kept).enumerate() {
-            for &v in &seq[begin..begin + usize::from(k)] {
-                let p = &mut pos[(v >> 2) as usize * 3 + (v & 3) as usize];
-                flat[*p as usize] = s as u32;
-                *p += 1;
-            }
-            begin = end;
-        }
-        drop(seq);
-        let mut starts = Vec::with_capacity(info.len());
-        let mut run = Vec::with_capacity(2 * flat.len());
-        let mut bufs: [Vec<u8>; 3] = Default::default();
-        let mut begin = 0;
-        for n in &per_class {
-            for c in 0..3 {
-                bufs[c].clear();
-                let mut prev = 0;
-                for &slot in &flat[begin..begin + n[c] as usize] {
-                    put_varint(&mut bufs[c], slot - prev);
-                    prev = slot;
-                }
-                begin += n[c] as usize;
-            }
-            starts.push(put_lists(&mut run, *n, &bufs));
-        }
-        for v in keys.values_mut() {
-            let id = v.0 as usize;
-            *v = (info[id].0, starts[id]);
-        }
-        run.shrink_to_fit();
-        PrefixPostings {
-            keys,
-            run,
-            postings: flat.len(),
-        }
+        b.finish(chars, cfg)
     }
 
     /// How many entries hold `g` (0 if none), and where its lists are (for `lists`).
@@ -268,6 +181,146 @@ impl PrefixPostings {
     /// Approximate bytes held.
     pub fn approx_bytes(&self) -> usize {
         self.run.capacity() + self.keys.capacity() * (std::mem::size_of::<(Gram, (u32, u32))>() + 1)
+    }
+}
+
+/// The prefix form built in one go from a generation's entries, given in slot order: the first
+/// pass (`add`) numbers every distinct gram and counts its entries; `finish` renumbers the grams
+/// by their place in the order (so that ranking an entry's grams is sorting plain numbers), keeps
+/// each entry's prefix, and a counting sort places every kept posting in its gram's list. Each
+/// entry's grams are asked for once. A builder is reused from one generation to the next (a
+/// restart builds several on each thread): its buffers keep their memory.
+#[derive(Default)]
+pub struct PrefixBuilder {
+    numbers: Numbers,
+    /// Per gram number: the gram.
+    grams: Vec<Gram>,
+    /// Every posting's gram number, slot by slot (its place in the order, after `finish`
+    /// renumbers it), and where each slot's postings end.
+    seq: Vec<u32>,
+    ends: Vec<usize>,
+    /// Per gram number: how many entries hold it.
+    counts: Vec<u32>,
+    /// The gram numbers in the order, and each number's place in it.
+    order: Vec<u32>,
+    place: Vec<u32>,
+    /// Per slot: how many of its grams are in its prefix.
+    kept: Vec<u16>,
+    /// Per place in the order: the gram's postings in each list.
+    per_class: Vec<[u32; 3]>,
+    /// Every kept posting's slot, list by list.
+    flat: Vec<u32>,
+}
+
+impl PrefixBuilder {
+    /// Adds the next slot, whose distinct grams are `grams`.
+    pub fn add(&mut self, grams: &[Gram]) {
+        let (known, seq) = (&mut self.grams, &mut self.seq);
+        self.numbers.number_all(grams, |g, id, fresh| {
+            if fresh {
+                known.push(g);
+            }
+            seq.push(id);
+        });
+        self.ends.push(self.seq.len());
+    }
+
+    /// The postings of the slots added, whose texts have `chars(slot)` characters. Leaves the
+    /// builder empty.
+    pub fn finish(&mut self, chars: impl Fn(u32) -> u32, cfg: &VerifyConfig) -> PrefixPostings {
+        let PrefixBuilder {
+            numbers,
+            grams,
+            seq,
+            ends,
+            counts,
+            order,
+            place,
+            kept,
+            per_class,
+            flat,
+        } = self;
+        numbers.counts(counts);
+        // The order: rarest first, ties by value.
+        order.clear();
+        order.extend(0..grams.len() as u32);
+        order.sort_unstable_by_key(|&id| (counts[id as usize], grams[id as usize]));
+        place.clear();
+        place.resize(order.len(), 0);
+        for (p, &id) in order.iter().enumerate() {
+            place[id as usize] = p as u32;
+        }
+        // Each slot's prefix, in place at the front of its part of `seq`, as place in the order
+        // and class (low two bits); `kept[s]` how many.
+        per_class.resize(order.len(), [0; 3]);
+        let mut begin = 0;
+        for (s, &end) in ends.iter().enumerate() {
+            let part = &mut seq[begin..end];
+            part.iter_mut().for_each(|id| *id = place[*id as usize]);
+            let lim = limits(chars(s as u32), cfg);
+            let take = part.len().min(usize::from(lim.1) + 1);
+            if take > 0 && take < part.len() {
+                part.select_nth_unstable(take - 1);
+            }
+            let head = &mut part[..take];
+            head.sort_unstable();
+            for (j, p) in head.iter_mut().enumerate() {
+                let c = class(j.min(usize::from(u16::MAX)) as u16, lim).unwrap_or(2);
+                per_class[*p as usize][c] += 1;
+                *p = *p << 2 | c as u32;
+            }
+            kept.push(take as u16);
+            begin = end;
+        }
+        // Counting sort: every list's place in `flat`, by place in the order then class.
+        let mut pos = Vec::with_capacity(per_class.len() * 3);
+        let mut next = 0u32;
+        for n in per_class.iter().flatten() {
+            pos.push(next);
+            next += n;
+        }
+        flat.resize(next as usize, 0);
+        let mut begin = 0;
+        for (s, (&end, &k)) in ends.iter().zip(kept.iter()).enumerate() {
+            for &v in &seq[begin..begin + usize::from(k)] {
+                let p = &mut pos[(v >> 2) as usize * 3 + (v & 3) as usize];
+                flat[*p as usize] = s as u32;
+                *p += 1;
+            }
+            begin = end;
+        }
+        let mut keys = FxHashMap::default();
+        keys.reserve(order.len());
+        let mut run = Vec::with_capacity(2 * flat.len());
+        let mut bufs: [Vec<u8>; 3] = Default::default();
+        let mut begin = 0;
+        for (n, &id) in per_class.iter().zip(order.iter()) {
+            for c in 0..3 {
+                bufs[c].clear();
+                let mut prev = 0;
+                for &slot in &flat[begin..begin + n[c] as usize] {
+                    put_varint(&mut bufs[c], slot - prev);
+                    prev = slot;
+                }
+                begin += n[c] as usize;
+            }
+            let id = id as usize;
+            keys.insert(grams[id], (counts[id], put_lists(&mut run, *n, &bufs)));
+        }
+        run.shrink_to_fit();
+        let postings = flat.len();
+        numbers.clear();
+        grams.clear();
+        seq.clear();
+        ends.clear();
+        kept.clear();
+        per_class.clear();
+        flat.clear();
+        PrefixPostings {
+            keys,
+            run,
+            postings,
+        }
     }
 }
 

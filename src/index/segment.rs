@@ -45,10 +45,33 @@ impl Segment {
     /// tables and postings are the caller's).
     pub(super) fn push(&mut self, e: &super::Entry) -> u32 {
         let slot = self.store.push(e);
-        let store = &self.store;
-        self.texts
-            .insert(short_hash(e.text_hash), slot, |s| store.meta(s).text_hash);
+        self.enter_text(slot);
         slot
+    }
+
+    /// `push` of a stored entry (`Store::push_view`).
+    pub(super) fn push_view(
+        &mut self,
+        v: &super::entry::EntryView<'_>,
+        chars: &[char],
+        tokens: &[u32],
+    ) -> u32 {
+        let slot = self.store.push_view(v, chars, tokens);
+        self.enter_text(slot);
+        slot
+    }
+
+    /// Makes room for `additional` more entries in the exact-text table.
+    pub(super) fn reserve(&mut self, additional: usize) {
+        let store = &self.store;
+        self.texts.reserve(additional, |s| store.meta(s).text_hash);
+        self.store.reserve(additional);
+    }
+
+    fn enter_text(&mut self, slot: u32) {
+        let store = &self.store;
+        let h = store.meta(slot).text_hash;
+        self.texts.insert(h, slot, |s| store.meta(s).text_hash);
     }
 
     /// Whether `cold`, the record of `slot`, holds exactly the text `chars`.

@@ -8,7 +8,7 @@ use crate::types::{EventTime, Fingerprint, PostId};
 use crate::verify::{char_bits, token_bits, Bits, Gates, Sketch};
 
 use super::cold::{ColdStore, InMemory};
-use super::entry::{Entry, OrderKey};
+use super::entry::{Entry, EntryView, OrderKey};
 
 /// Per-slot record: what filters and gates need, plus where the rest lives (40 bytes).
 #[derive(Clone, Copy, Debug)]
@@ -82,6 +82,19 @@ impl Default for Store {
 }
 
 const HEADER: usize = 8 + 8 + 4 + 8 + 8 + 4 + 4;
+
+/// An entry as `Store::append` takes it, from an `Entry` or a stored record.
+struct Parts<'a> {
+    key: OrderKey,
+    time: EventTime,
+    fingerprint: Fingerprint,
+    id: &'a [u8],
+    /// The text as UTF-8, when at hand (else `chars` are encoded).
+    utf8: Option<&'a [u8]>,
+    chars: &'a [char],
+    tokens: &'a [u32],
+    text_hash: u64,
+}
 
 /// The cold part of an entry.
 pub struct Cold<'a> {
@@ -205,11 +218,48 @@ impl Store {
         let _ = slot;
     }
 
+    /// Makes room for `additional` more per-slot records.
+    pub fn reserve(&mut self, additional: usize) {
+        self.meta.reserve_exact(additional);
+    }
+
     /// Appends `e`; returns its slot.
     pub fn push(&mut self, e: &Entry) -> u32 {
+        self.append(&Parts {
+            key: e.key,
+            time: e.time,
+            fingerprint: e.fingerprint,
+            id: e.id.0.as_bytes(),
+            utf8: None,
+            chars: &e.chars,
+            tokens: &e.tokens,
+            text_hash: e.text_hash,
+        })
+    }
+
+    /// Appends the stored entry `v`, whose text decodes to `chars` and whose tokens are `tokens`
+    /// (the caller decoded them for its own use); returns its slot. The same as `push` of
+    /// `v.to_entry()`, without the allocations.
+    pub fn push_view(&mut self, v: &EntryView<'_>, chars: &[char], tokens: &[u32]) -> u32 {
+        self.append(&Parts {
+            key: v.key,
+            time: v.time,
+            fingerprint: v.fingerprint,
+            id: v.id.as_bytes(),
+            utf8: Some(v.text.as_bytes()),
+            chars,
+            tokens,
+            text_hash: xxhash_rust::xxh3::xxh3_64(v.text.as_bytes()),
+        })
+    }
+
+    fn append(&mut self, e: &Parts<'_>) -> u32 {
         let slot = self.meta.len() as u32;
-        let id = e.id.0.as_bytes();
-        let text_len: usize = e.chars.iter().map(|c| c.len_utf8()).sum();
+        let id = e.id;
+        let text_len: usize = match e.utf8 {
+            Some(t) => t.len(),
+            None => e.chars.iter().map(|c| c.len_utf8()).sum(),
+        };
         let b = &mut self.record;
         b.clear();
         b.extend_from_slice(&e.key.tau.to_le_bytes());
@@ -220,11 +270,16 @@ impl Store {
         b.extend_from_slice(&(id.len() as u32).to_le_bytes());
         b.extend_from_slice(&(text_len as u32).to_le_bytes());
         b.extend_from_slice(id);
-        let mut utf8 = [0u8; 4];
-        for c in e.chars.iter() {
-            b.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+        match e.utf8 {
+            Some(t) => b.extend_from_slice(t),
+            None => {
+                let mut utf8 = [0u8; 4];
+                for c in e.chars {
+                    b.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+                }
+            }
         }
-        for t in e.tokens.iter() {
+        for t in e.tokens {
             b.extend_from_slice(&t.to_le_bytes());
         }
         // A record past the limit keeps its text and drops its tokens (only the SimHash rule
@@ -240,8 +295,8 @@ impl Store {
             fingerprint: e.fingerprint.0,
             loc: (offset << LEN_BITS) | e.chars.len().min(MAX_RECORD) as u64,
             bits: Bits {
-                chars: char_bits(&e.chars),
-                tokens: token_bits(&e.tokens),
+                chars: char_bits(e.chars),
+                tokens: token_bits(e.tokens),
             },
             text_hash: short_hash(e.text_hash),
             tokens: e.tokens.len() as u32,
@@ -344,6 +399,14 @@ mod tests {
         assert_eq!(s.push(&b), 1);
         assert_eq!(s.entry(0).unwrap(), a);
         assert_eq!(s.entry(1).unwrap(), b);
+        // A stored record pushed as it is gives the same slot contents.
+        let mut v = Store::default();
+        let mut enc = Vec::new();
+        a.encode(&mut enc);
+        let (view, _) = EntryView::decode(&enc).unwrap();
+        v.push_view(&view, &a.chars, &a.tokens);
+        assert_eq!(v.entry(0).unwrap(), a);
+        assert_eq!(format!("{:?}", v.meta(0)), format!("{:?}", s.meta(0)));
         let damaged = Cold {
             key: a.key,
             time: a.time,

@@ -6,6 +6,7 @@
 //! sled never sits on the per-post query path.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -15,7 +16,7 @@ mod keys;
 pub use config::StateConfig;
 
 use crate::index::entry::DecodeError;
-use crate::index::Entry;
+use crate::index::{Entry, Packed};
 use keys::{entry_key, key_generation, piece_key, PIECE_BYTES};
 
 const KEY_CHECKPOINT: &[u8] = b"checkpoint";
@@ -141,10 +142,20 @@ pub struct Store {
     path: PathBuf,
 }
 
+impl StateError {
+    /// A stored entry that does not decode.
+    pub fn corrupt_entry(source: DecodeError) -> StateError {
+        StateError::Corrupt {
+            tree: "entries".into(),
+            source,
+        }
+    }
+}
+
 /// What a rebuild read.
 pub struct Loaded {
     /// Entries per generation, oldest generation first, in insertion order.
-    pub generations: Vec<(i64, Vec<Entry>)>,
+    pub generations: Vec<(i64, Packed)>,
     /// Entries read.
     pub entries: usize,
     /// Uncommitted entries discarded.
@@ -154,7 +165,9 @@ pub struct Loaded {
 }
 
 /// Live generations read one at a time, oldest first, each with its entries in insertion
-/// order (`Store::generations`).
+/// order (`Store::generations`), as stored: each record is skimmed for its order key and kept
+/// encoded (`Packed`), in the buffers sled read whenever a chunk is kept whole; the index
+/// decodes them on its build threads.
 pub struct Generations<'a> {
     store: &'a Store,
     iter: std::iter::Peekable<sled::Iter>,
@@ -187,12 +200,12 @@ impl Generations<'_> {
         })
     }
 
-    fn next_generation(&mut self) -> Result<Option<(i64, Vec<Entry>)>, StateError> {
+    fn next_generation(&mut self) -> Result<Option<(i64, Packed)>, StateError> {
         while let Some(kv) = self.iter.next() {
             let (k, v) = kv?;
             let gen = key_generation(&k);
-            let mut entries = Vec::new();
-            self.decode(gen, k, &v, &mut entries)?;
+            let mut entries = Packed::default();
+            self.sort_out(gen, k, v, &mut entries)?;
             // A generation's chunks are contiguous in key order.
             while let Some(Ok((k, _))) = self.iter.peek() {
                 if key_generation(k) != gen {
@@ -201,7 +214,7 @@ impl Generations<'_> {
                 let Some(Ok((k, v))) = self.iter.next() else {
                     break;
                 };
-                self.decode(gen, k, &v, &mut entries)?;
+                self.sort_out(gen, k, v, &mut entries)?;
             }
             if !entries.is_empty() {
                 return Ok(Some((gen, entries)));
@@ -210,32 +223,31 @@ impl Generations<'_> {
         Ok(None)
     }
 
-    fn decode(
+    /// Sorts the records of `chunk` out, skimming each (the builders decode them): committed
+    /// ones of live generations go to `out`, without a copy when they are all of the chunk.
+    fn sort_out(
         &mut self,
         gen: i64,
         key: sled::IVec,
-        chunk: &[u8],
-        out: &mut Vec<Entry>,
+        chunk: sled::IVec,
+        out: &mut Packed,
     ) -> Result<(), StateError> {
         let expired = self.min_gen.is_some_and(|m| gen < m);
-        let mut rest = chunk;
         let mut uncommitted = false;
-        while !rest.is_empty() {
-            let (e, tail) = Entry::decode(rest).map_err(|source| StateError::Corrupt {
-                tree: "entries".into(),
-                source,
-            })?;
-            rest = tail;
-            if e.key.seq >= self.next_seq {
+        let (next_seq, counts) = (self.next_seq, &mut self.counts);
+        out.push_piece(Arc::new(chunk), |k| {
+            if k.seq >= next_seq {
                 uncommitted = true;
-                self.counts[1] += 1;
+                counts[1] += 1;
             } else if expired {
-                self.counts[2] += 1;
+                counts[2] += 1;
             } else {
-                self.counts[0] += 1;
-                out.push(e);
+                counts[0] += 1;
+                return true;
             }
-        }
+            false
+        })
+        .map_err(StateError::corrupt_entry)?;
         if uncommitted {
             self.uncommitted_keys.push(key);
         }
@@ -244,7 +256,7 @@ impl Generations<'_> {
 }
 
 impl Iterator for Generations<'_> {
-    type Item = Result<(i64, Vec<Entry>), StateError>;
+    type Item = Result<(i64, Packed), StateError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let store = self.store;

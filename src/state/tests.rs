@@ -68,10 +68,10 @@ fn commit_then_load_round_trips_and_discards_uncommitted() {
     let cp2 = store.checkpoint().unwrap().unwrap();
     assert_eq!(cp2, cp);
     let loaded = store.load(None, cp2.next_seq).unwrap();
-    let ids: Vec<Vec<&str>> = loaded
+    let ids: Vec<Vec<String>> = loaded
         .generations
         .iter()
-        .map(|(_, es)| es.iter().map(|e| e.id.as_str()).collect())
+        .map(|(_, es)| es.entries().unwrap().into_iter().map(|e| e.id.0).collect())
         .collect();
     assert_eq!(ids, vec![vec!["a", "c"], vec!["b"]]);
     assert_eq!(loaded.discarded, 1);
@@ -196,7 +196,7 @@ fn large_chunks_are_stored_in_pieces_and_read_back_in_order() {
             .by_ref()
             .map(|g| {
                 let (gen, entries) = g.unwrap();
-                (gen, entries.iter().map(|e| e.key.seq).collect())
+                (gen, entries.views().map(|e| e.unwrap().key.seq).collect())
             })
             .collect();
         (read, gens.finish().unwrap())

@@ -5,6 +5,13 @@
 //! --state-dir` and `run --state-dir` run it: each generation read while earlier ones are built.
 //!
 //! `cargo bench --bench rebuild -- 1000000 10000000` (entry counts; default 1000000).
+//! `--restarts K` times the streamed restart K times (default 1) and prints each and the
+//! median; `--streamed-only` skips the load-everything-first phase (which holds every stored
+//! record and the index at once); `--spill` has the streamed restart write the entries' ids,
+//! texts and tokens to spill files in the state directory, as `dedup --state-dir` and `run
+//! --state-dir` do by default (`state.spill_texts`), instead of keeping them in memory;
+//! `--state DIR` keeps the written state in `DIR/<count>` and reuses it when a previous run left
+//! it complete, so that several runs time restarts of one state.
 
 use std::time::Instant;
 
@@ -79,11 +86,58 @@ fn reopen(path: &std::path::Path, analysis: &str, cache: u64) -> Store {
     Store::open(path, analysis, cache).expect("reopen")
 }
 
+struct Args {
+    counts: Vec<usize>,
+    restarts: usize,
+    streamed_only: bool,
+    spill: bool,
+    state: Option<std::path::PathBuf>,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        counts: Vec::new(),
+        restarts: 1,
+        streamed_only: false,
+        spill: false,
+        state: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(x) = it.next() {
+        match x.as_str() {
+            "--restarts" => {
+                a.restarts = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&k| k > 0)
+                    .expect("--restarts needs a positive count")
+            }
+            "--streamed-only" => a.streamed_only = true,
+            "--spill" => a.spill = true,
+            "--state" => a.state = Some(it.next().expect("--state needs a directory").into()),
+            // `cargo bench` passes `--bench`.
+            "--bench" => {}
+            _ => a.counts.push(
+                x.replace('_', "")
+                    .parse()
+                    .unwrap_or_else(|_| panic!("not an entry count or flag: {x}")),
+            ),
+        }
+    }
+    a
+}
+
+/// Marks a kept state as completely written.
+const COMPLETE: &str = "rebuild-bench-complete";
+
 fn main() {
-    let counts: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.replace('_', "").parse().ok())
-        .collect();
+    let Args {
+        counts,
+        restarts,
+        streamed_only,
+        spill,
+        state,
+    } = args();
     let counts = if counts.is_empty() {
         vec![1_000_000]
     } else {
@@ -91,70 +145,131 @@ fn main() {
     };
     let cfg = Config::default();
     let gens = cfg.window.window_secs / cfg.window.generation_secs + 1;
+    let analysis = cfg.analysis_id().expect("analysis id");
+    let threads = simdedup::state::restore_threads();
     for n in counts {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let analysis = cfg.analysis_id().expect("analysis id");
-        let t = Instant::now();
-        let batches = synthetic(n, gens, 50_000);
-        let gen_secs = t.elapsed().as_secs_f64();
-        let store =
-            Store::open(dir.path(), &analysis, cfg.state.cache_capacity_bytes).expect("open");
-        let t = Instant::now();
-        let mut seq = 0u64;
-        for b in &batches {
-            seq += b.len() as u64;
-            let cp = Checkpoint {
-                next_seq: seq,
-                watermarks: [(0, (gens - 1) * 21_600)].into(),
-                window_marks: Default::default(),
-                run: None,
-                ..Checkpoint::default()
-            };
-            store.commit(b, &cp, None).expect("commit");
+        let tmp;
+        let dir = match &state {
+            Some(d) => d.join(n.to_string()),
+            None => {
+                tmp = tempfile::tempdir().expect("tempdir");
+                tmp.path().to_path_buf()
+            }
+        };
+        let dir = dir.as_path();
+        if dir.join(COMPLETE).exists() {
+            println!("entries {n}: reusing the state in {}", dir.display());
+        } else {
+            if dir.exists() {
+                std::fs::remove_dir_all(dir).expect("remove an incomplete state");
+            }
+            let t = Instant::now();
+            let batches = synthetic(n, gens, 50_000);
+            let gen_secs = t.elapsed().as_secs_f64();
+            let store = Store::open(dir, &analysis, cfg.state.cache_capacity_bytes).expect("open");
+            let t = Instant::now();
+            let mut seq = 0u64;
+            for b in &batches {
+                seq += b.len() as u64;
+                let cp = Checkpoint {
+                    next_seq: seq,
+                    watermarks: [(0, (gens - 1) * 21_600)].into(),
+                    window_marks: Default::default(),
+                    run: None,
+                    ..Checkpoint::default()
+                };
+                store.commit(b, &cp, None).expect("commit");
+            }
+            let write_secs = t.elapsed().as_secs_f64();
+            println!(
+                "entries {n}: synthesize {gen_secs:.1} s, persist {write_secs:.1} s ({:.0} entries/s), sled on disk {:.0} MB",
+                n as f64 / write_secs,
+                store.size_on_disk() as f64 / 1e6,
+            );
+            drop(store);
+            drop(batches);
+            std::fs::write(dir.join(COMPLETE), b"").expect("mark the state complete");
         }
-        let write_secs = t.elapsed().as_secs_f64();
-        let disk = store.size_on_disk();
-        drop(store);
-        drop(batches);
+        if !streamed_only {
+            load_then_restore(dir, n, &cfg, &analysis, threads);
+        }
+        let mut times = Vec::new();
+        for r in 1..=restarts {
+            let (secs, live) = streamed(dir, &cfg, &analysis, threads, spill);
+            println!(
+                "entries {n}: restart {r} streamed as a restart runs it: {secs:.1} s ({:.0} entries/s), {live} live entries",
+                live as f64 / secs
+            );
+            times.push(secs);
+        }
+        times.sort_by(f64::total_cmp);
+        println!(
+            "entries {n}: streamed restart median {:.1} s over {restarts} (min {:.1}, max {:.1}) on {threads} threads",
+            times[times.len() / 2],
+            times[0],
+            times[times.len() - 1]
+        );
+    }
+}
 
+/// Reads every stored record first, then decodes them and builds the index: the two phases
+/// apart.
+fn load_then_restore(
+    dir: &std::path::Path,
+    n: usize,
+    cfg: &Config,
+    analysis: &str,
+    threads: usize,
+) {
+    {
         let t = Instant::now();
-        let store = reopen(dir.path(), &analysis, cfg.state.cache_capacity_bytes);
+        let store = reopen(dir, analysis, cfg.state.cache_capacity_bytes);
         let cp = store.checkpoint().expect("checkpoint").expect("present");
         let loaded = store.load(None, cp.next_seq).expect("load");
         let load_secs = t.elapsed().as_secs_f64();
         let t = Instant::now();
         let mut engine = Engine::new(&cfg.engine()).expect("engine");
-        let threads = simdedup::state::restore_threads();
-        engine.restore(cp.watermarks, loaded.generations, threads);
+        engine
+            .restore(cp.watermarks, loaded.generations, threads)
+            .expect("restore");
         let restore_secs = t.elapsed().as_secs_f64();
         let (live, bytes) = (engine.index().len(), engine.index().approx_bytes());
-        drop(engine);
-        drop(store);
-
-        // As a restart runs it: generations read one at a time while earlier ones are built.
-        let t = Instant::now();
-        let store = reopen(dir.path(), &analysis, cfg.state.cache_capacity_bytes);
-        let cp = store.checkpoint().expect("checkpoint").expect("present");
-        let mut engine = Engine::new(&cfg.engine()).expect("engine");
-        let mut gens = store.generations(None, cp.next_seq).expect("generations");
-        engine.restore(
-            cp.watermarks,
-            gens.by_ref().map(|g| g.expect("read")),
-            threads,
-        );
-        gens.finish().expect("finish");
-        let streamed_secs = t.elapsed().as_secs_f64();
-        assert_eq!(engine.index().len(), live);
         println!(
-            "entries {n}: synthesize {gen_secs:.1} s, persist {write_secs:.1} s ({:.0} entries/s), sled on disk {:.0} MB; \
-             rebuild: read+decode {load_secs:.1} s + index {restore_secs:.1} s on {threads} threads = {:.1} s ({:.0} entries/s); \
-             streamed as a restart runs it: {streamed_secs:.1} s ({:.0} entries/s); live {live} entries, ~{:.0} MB in memory",
-            n as f64 / write_secs,
-            disk as f64 / 1e6,
+            "entries {n}: rebuild: read {load_secs:.1} s + decode and index {restore_secs:.1} s on {threads} threads = {:.1} s ({:.0} entries/s); live {live} entries, ~{:.0} MB in memory",
             load_secs + restore_secs,
-            n as f64 / (load_secs + restore_secs),
-            n as f64 / streamed_secs,
+            live as f64 / (load_secs + restore_secs),
             bytes as f64 / 1e6,
         );
     }
+}
+
+/// A restart as `dedup --state-dir` and `run --state-dir` run it: generations read one at a time
+/// while earlier ones are built. Returns the seconds and the live entries.
+fn streamed(
+    dir: &std::path::Path,
+    cfg: &Config,
+    analysis: &str,
+    threads: usize,
+    spill: bool,
+) -> (f64, usize) {
+    let t = Instant::now();
+    let store = reopen(dir, analysis, cfg.state.cache_capacity_bytes);
+    let cp = store.checkpoint().expect("checkpoint").expect("present");
+    let mut engine = if spill {
+        let cold = simdedup::io::cold::FileColdFactory::new(&dir.join("spill")).expect("spill dir");
+        Engine::with_cold(&cfg.engine(), cold).expect("engine")
+    } else {
+        Engine::new(&cfg.engine()).expect("engine")
+    };
+    let mut gens = store.generations(None, cp.next_seq).expect("generations");
+    engine
+        .restore(
+            cp.watermarks,
+            gens.by_ref().map(|g| g.expect("read")),
+            threads,
+        )
+        .expect("restore");
+    gens.finish().expect("finish");
+    let secs = t.elapsed().as_secs_f64();
+    (secs, engine.index().len())
 }

@@ -214,7 +214,7 @@ pub fn run(
         let mut gens = s.generations(min_gen, cp.next_seq)?;
         let mut failed = None;
         engine.restore_window_marks(marks);
-        engine.restore(
+        let restored = engine.restore(
             cp.watermarks.clone(),
             gens.by_ref()
                 .map_while(|g| g.map_err(|e| failed = Some(e)).ok()),
@@ -223,6 +223,7 @@ pub fn run(
         if let Some(e) = failed {
             return Err(e.into());
         }
+        restored.map_err(StateError::corrupt_entry)?;
         let loaded = gens.finish()?;
         summary.restored_entries = loaded.entries;
         summary.restore_secs = t.elapsed().as_secs_f64();

@@ -92,11 +92,13 @@ pub fn restart(
     let mut gens = store.generations(min_gen, cp.next_seq).expect("load");
     let open_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    engine.restore(
-        cp.watermarks,
-        gens.by_ref().map(|g| g.expect("read")),
-        threads,
-    );
+    engine
+        .restore(
+            cp.watermarks,
+            gens.by_ref().map(|g| g.expect("read")),
+            threads,
+        )
+        .expect("restore");
     gens.finish().expect("finish");
     let restore_secs = t.elapsed().as_secs_f64();
     (

@@ -181,11 +181,13 @@ pub fn open(dir: &Path, cfg: &Config) -> Result<Opened, InspectError> {
     let min_gen = min_live_generation(engine.window(), &cp.watermarks);
     let loaded = store.read(min_gen, cp.next_seq)?;
     drop(store);
-    engine.restore(
-        cp.watermarks.clone(),
-        loaded.generations,
-        crate::state::restore_threads(),
-    );
+    engine
+        .restore(
+            cp.watermarks.clone(),
+            loaded.generations,
+            crate::state::restore_threads(),
+        )
+        .map_err(crate::state::StateError::corrupt_entry)?;
     Ok(Opened {
         engine,
         next_seq: cp.next_seq,

@@ -91,7 +91,7 @@ impl LocalState {
         let t = Instant::now();
         let mut gens = self.store.generations(None, u64::MAX).map_err(state_err)?;
         let mut failed = None;
-        engine.restore(
+        let restored = engine.restore(
             Default::default(),
             gens.by_ref()
                 .map_while(|g| g.map_err(|e| failed = Some(e)).ok()),
@@ -100,6 +100,7 @@ impl LocalState {
         if let Some(e) = failed {
             return Err(state_err(e));
         }
+        restored.map_err(|e| state_err(StateError::corrupt_entry(e)))?;
         let loaded = gens.finish().map_err(state_err)?;
         tracing::info!(
             entries = loaded.entries,
