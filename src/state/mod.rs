@@ -434,6 +434,29 @@ impl Store {
         guarded(&self.path, || self.generations_unguarded(min_gen, next_seq))
     }
 
+    /// A restart: hands `build` the live generations as `generations` reads them (it builds
+    /// each while the next is read) and returns the counts. A read that fails stops the
+    /// generations `build` gets and is returned; so is a record `build` could not decode.
+    pub fn rebuild(
+        &self,
+        min_gen: Option<i64>,
+        next_seq: u64,
+        build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
+    ) -> Result<Loaded, StateError> {
+        let mut gens = self.generations(min_gen, next_seq)?;
+        let mut failed = None;
+        let built = build(
+            &mut gens
+                .by_ref()
+                .map_while(|g| g.map_err(|e| failed = Some(e)).ok()),
+        );
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        built.map_err(StateError::corrupt_entry)?;
+        gens.finish()
+    }
+
     fn generations_unguarded(
         &self,
         min_gen: Option<i64>,

@@ -261,15 +261,11 @@ fn streamed(
     } else {
         Engine::new(&cfg.engine()).expect("engine")
     };
-    let mut gens = store.generations(None, cp.next_seq).expect("generations");
-    engine
-        .restore(
-            cp.watermarks,
-            gens.by_ref().map(|g| g.expect("read")),
-            threads,
-        )
+    store
+        .rebuild(None, cp.next_seq, |gens| {
+            engine.restore(cp.watermarks, gens, threads)
+        })
         .expect("restore");
-    gens.finish().expect("finish");
     let secs = t.elapsed().as_secs_f64();
     (secs, engine.index().len())
 }

@@ -211,20 +211,10 @@ pub fn run(
         };
         let min_gen = crate::engine::min_live_generation(engine.window(), marks);
         // Generations are read one at a time and built in parallel while the next is read.
-        let mut gens = s.generations(min_gen, cp.next_seq)?;
-        let mut failed = None;
         engine.restore_window_marks(marks);
-        let restored = engine.restore(
-            cp.watermarks.clone(),
-            gens.by_ref()
-                .map_while(|g| g.map_err(|e| failed = Some(e)).ok()),
-            crate::state::restore_threads(),
-        );
-        if let Some(e) = failed {
-            return Err(e.into());
-        }
-        restored.map_err(StateError::corrupt_entry)?;
-        let loaded = gens.finish()?;
+        let loaded = s.rebuild(min_gen, cp.next_seq, |gens| {
+            engine.restore(cp.watermarks.clone(), gens, crate::state::restore_threads())
+        })?;
         summary.restored_entries = loaded.entries;
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(

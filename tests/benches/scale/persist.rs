@@ -1,6 +1,6 @@
 //! Restart from sled: the live window is committed with `Store::commit` in checkpoint-sized
 //! batches (generation by generation, insertion order kept), the engine is dropped, and a fresh
-//! `Store::open` + `Store::load` + `Engine::restore` is timed, as a restarted file pipeline
+//! `Store::open` + `Store::rebuild` into `Engine::restore` is timed, as a restarted file pipeline
 //! does it.
 
 use std::path::Path;
@@ -26,8 +26,8 @@ pub struct Restart {
     pub disk_bytes: u64,
     /// Seconds to open the store and read its checkpoint.
     pub load_secs: f64,
-    /// Seconds for `Engine::restore`: reading and decoding generations from sled one at a time
-    /// while earlier ones are rebuilt on `threads` threads.
+    /// Seconds for `Store::rebuild`: reading generations from sled one at a time while earlier
+    /// ones are decoded and built on `threads` threads.
     pub restore_secs: f64,
     /// load + restore.
     pub restart_secs: f64,
@@ -89,17 +89,13 @@ pub fn restart(
     let cp = store.checkpoint().expect("checkpoint").expect("present");
     let mut engine = Engine::with_cold(&cfg.engine(), cold).expect("engine");
     let min_gen = simdedup::engine::min_live_generation(engine.window(), &cp.watermarks);
-    let mut gens = store.generations(min_gen, cp.next_seq).expect("load");
     let open_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    engine
-        .restore(
-            cp.watermarks,
-            gens.by_ref().map(|g| g.expect("read")),
-            threads,
-        )
+    store
+        .rebuild(min_gen, cp.next_seq, |gens| {
+            engine.restore(cp.watermarks, gens, threads)
+        })
         .expect("restore");
-    gens.finish().expect("finish");
     let restore_secs = t.elapsed().as_secs_f64();
     (
         open_secs,

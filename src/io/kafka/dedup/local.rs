@@ -89,19 +89,12 @@ impl LocalState {
     /// Rebuilds `engine`'s index from the stored entries (after `open` found a checkpoint).
     pub(super) fn restore(&self, engine: &mut Engine) -> Result<(), KafkaError> {
         let t = Instant::now();
-        let mut gens = self.store.generations(None, u64::MAX).map_err(state_err)?;
-        let mut failed = None;
-        let restored = engine.restore(
-            Default::default(),
-            gens.by_ref()
-                .map_while(|g| g.map_err(|e| failed = Some(e)).ok()),
-            crate::state::restore_threads(),
-        );
-        if let Some(e) = failed {
-            return Err(state_err(e));
-        }
-        restored.map_err(|e| state_err(StateError::corrupt_entry(e)))?;
-        let loaded = gens.finish().map_err(state_err)?;
+        let loaded = self
+            .store
+            .rebuild(None, u64::MAX, |gens| {
+                engine.restore(Default::default(), gens, crate::state::restore_threads())
+            })
+            .map_err(state_err)?;
         tracing::info!(
             entries = loaded.entries,
             changelog_offset = self.changelog_offset,
