@@ -309,18 +309,23 @@ impl PrefixBuilder {
         }
         run.shrink_to_fit();
         let postings = flat.len();
-        numbers.clear();
-        grams.clear();
-        seq.clear();
-        ends.clear();
-        kept.clear();
-        per_class.clear();
-        flat.clear();
+        self.clear();
         PrefixPostings {
             keys,
             run,
             postings,
         }
+    }
+
+    /// Forgets the slots added (a generation given up half way), keeping the memory.
+    pub fn clear(&mut self) {
+        self.numbers.clear();
+        self.grams.clear();
+        self.seq.clear();
+        self.ends.clear();
+        self.kept.clear();
+        self.per_class.clear();
+        self.flat.clear();
     }
 }
 
