@@ -6,6 +6,9 @@ use jieba_rs::Jieba;
 use rustc_hash::{FxHashMap, FxHashSet};
 use serde::{Deserialize, Serialize};
 
+/// Distinct tokens up to which `tokenize` finds a repeated token by a linear scan.
+const SCAN_TOKENS: usize = 32;
+
 /// Seed of the token hash. Persisted fingerprints depend on it: never change it without bumping
 /// the state format version.
 pub const TOKEN_HASH_SEED: u64 = 0x5113_d0ed_0000_0001;
@@ -136,20 +139,44 @@ impl Tokenizer {
         if normalized.is_empty() {
             return;
         }
+        // Each distinct token's place in `out` by hash, once `out` outgrows a linear scan.
+        let mut places: FxHashMap<u64, usize> = FxHashMap::default();
         for tok in self.jieba.cut(normalized, false) {
             let word = tok.word;
             if self.stopwords.contains(word) {
                 continue;
             }
             let hash = token_hash(word);
-            // Posts are short: a linear scan beats hashing for the handful of tokens a post has.
-            match out.iter_mut().find(|t| t.hash == hash && t.word == word) {
-                Some(t) => t.weight += 1.0,
-                None => out.push(WeightedToken {
-                    word: word.to_string(),
-                    hash,
-                    weight: 1.0,
-                }),
+            let same = |t: &WeightedToken| t.hash == hash && t.word == word;
+            // Most posts are short: a linear scan beats hashing for their handful of tokens. A
+            // long post's thousands would make it quadratic.
+            let found = if out.len() <= SCAN_TOKENS {
+                out.iter().position(same)
+            } else {
+                if places.is_empty() {
+                    for (i, t) in out.iter().enumerate() {
+                        places.entry(t.hash).or_insert(i);
+                    }
+                }
+                match places.get(&hash) {
+                    Some(&i) if same(&out[i]) => Some(i),
+                    // Two words with one hash: the map holds the first, scan for the others.
+                    Some(_) => out.iter().position(same),
+                    None => None,
+                }
+            };
+            match found {
+                Some(i) => out[i].weight += 1.0,
+                None => {
+                    if !places.is_empty() {
+                        places.entry(hash).or_insert(out.len());
+                    }
+                    out.push(WeightedToken {
+                        word: word.to_string(),
+                        hash,
+                        weight: 1.0,
+                    });
+                }
             }
         }
         if let Some(idf) = &self.idf {
@@ -200,6 +227,43 @@ mod tests {
         let mut out = Vec::new();
         t.tokenize("北京大学生物系", &mut out);
         assert!(out.iter().all(|x| x.weight > 0.0));
+    }
+
+    #[test]
+    fn long_posts_count_tokens_as_short_ones_do() {
+        let t = Tokenizer::new(Weighting::TfidfLen, DEFAULT_STOPWORDS);
+        // Thousands of distinct tokens, each several times, past the linear scan.
+        let mut text = String::new();
+        for i in 0..3000 {
+            text.push_str(&format!("转发微博测试第{}号消息abc{} ", i % 700, i % 997));
+        }
+        let mut got = Vec::new();
+        t.tokenize(&text, &mut got);
+        assert!(got.len() > 10 * SCAN_TOKENS, "{} tokens", got.len());
+        // The same, counted with a linear scan all the way.
+        let mut want: Vec<WeightedToken> = Vec::new();
+        for tok in t.jieba.cut(&text, false) {
+            if t.stopwords.contains(tok.word) {
+                continue;
+            }
+            match want.iter_mut().find(|w| w.word == tok.word) {
+                Some(w) => w.weight += 1.0,
+                None => want.push(WeightedToken {
+                    word: tok.word.to_string(),
+                    hash: token_hash(tok.word),
+                    weight: 1.0,
+                }),
+            }
+        }
+        let idf = t.idf.as_ref().unwrap();
+        for w in &mut want {
+            w.weight *= idf.get(&w.word);
+            w.weight *= length_factor(w.word.chars().count());
+        }
+        assert_eq!(got.len(), want.len());
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!((&g.word, g.hash, g.weight), (&w.word, w.hash, w.weight));
+        }
     }
 
     #[test]
