@@ -219,27 +219,22 @@ pub struct EntryView<'a> {
 impl<'a> EntryView<'a> {
     /// Decodes one entry from the front of `buf`, returning it and the rest of the buffer.
     pub fn decode(buf: &'a [u8]) -> Result<(EntryView<'a>, &'a [u8]), DecodeError> {
-        let (h, mut r) = Header::read(buf)?;
-        let id = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::Malformed)?;
-        let text = std::str::from_utf8(r.bytes()?).map_err(|_| DecodeError::Malformed)?;
-        let n = r.u32()? as usize;
-        let tokens = r.take(n.checked_mul(4).ok_or(DecodeError::Malformed)?)?;
+        let f = Fields::split(buf)?;
+        let utf8 = |b| std::str::from_utf8(b).map_err(|_| DecodeError::Malformed);
         let view = EntryView {
-            key: h.key,
-            time: h.time,
-            fingerprint: h.fingerprint,
-            id,
-            text,
-            tokens,
+            key: f.header.key,
+            time: f.header.time,
+            fingerprint: f.header.fingerprint,
+            id: utf8(f.id)?,
+            text: utf8(f.text)?,
+            tokens: f.tokens,
         };
-        Ok((view, r.0))
+        Ok((view, f.rest))
     }
 
     /// The sorted distinct token hashes.
     pub fn tokens(&self) -> impl ExactSizeIterator<Item = u32> + 'a {
-        self.tokens
-            .chunks_exact(4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        le_u32s(self.tokens)
     }
 
     /// The owned entry.
@@ -299,12 +294,41 @@ impl Header {
 /// without decoding its id, text or tokens (which are not validated): how a restart sorts
 /// records out before handing them to the threads that decode them.
 pub fn skim(buf: &[u8]) -> Result<(OrderKey, usize), DecodeError> {
-    let (h, mut r) = Header::read(buf)?;
-    r.bytes()?;
-    r.bytes()?;
-    let n = r.u32()? as usize;
-    r.take(n.checked_mul(4).ok_or(DecodeError::Malformed)?)?;
-    Ok((h.key, buf.len() - r.0.len()))
+    let f = Fields::split(buf)?;
+    Ok((f.header.key, buf.len() - f.rest.len()))
+}
+
+/// The fields of the encoded entry at the front of a buffer, not validated, and what follows.
+struct Fields<'a> {
+    header: Header,
+    id: &'a [u8],
+    text: &'a [u8],
+    tokens: &'a [u8],
+    rest: &'a [u8],
+}
+
+impl<'a> Fields<'a> {
+    fn split(buf: &'a [u8]) -> Result<Fields<'a>, DecodeError> {
+        let (header, mut r) = Header::read(buf)?;
+        let id = r.bytes()?;
+        let text = r.bytes()?;
+        let n = r.u32()? as usize;
+        let tokens = r.take(n.checked_mul(4).ok_or(DecodeError::Malformed)?)?;
+        Ok(Fields {
+            header,
+            id,
+            text,
+            tokens,
+            rest: r.0,
+        })
+    }
+}
+
+/// Little-endian 32-bit values, 4 bytes each (a trailing partial value is ignored).
+pub fn le_u32s(bytes: &[u8]) -> impl ExactSizeIterator<Item = u32> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {

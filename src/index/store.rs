@@ -8,7 +8,7 @@ use crate::types::{EventTime, Fingerprint, PostId};
 use crate::verify::{char_bits, token_bits, Bits, Gates, Sketch};
 
 use super::cold::{ColdStore, InMemory};
-use super::entry::{Entry, EntryView, OrderKey};
+use super::entry::{le_u32s, Entry, EntryView, OrderKey};
 
 /// Per-slot record: what filters and gates need, plus where the rest lives (40 bytes).
 #[derive(Clone, Copy, Debug)]
@@ -163,11 +163,7 @@ impl Cold<'_> {
     /// Sorted distinct token hashes, written to `out` (cleared first).
     pub fn tokens(&self, out: &mut Vec<u32>) {
         out.clear();
-        out.extend(
-            self.tokens
-                .chunks_exact(4)
-                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]])),
-        );
+        out.extend(le_u32s(self.tokens));
     }
 }
 
