@@ -117,18 +117,10 @@ impl Iterator for Gaps<'_> {
             return None;
         }
         self.left -= 1;
-        let mut v = 0u32;
-        let mut shift = 0;
-        for (i, &b) in self.bytes.iter().enumerate() {
-            v |= u32::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                self.bytes = &self.bytes[i + 1..];
-                self.prev = self.prev.wrapping_add(v);
-                return Some(self.prev);
-            }
-            shift += 7;
-        }
-        None
+        let (v, rest) = read_varint(self.bytes)?;
+        self.bytes = rest;
+        self.prev = self.prev.wrapping_add(v);
+        Some(self.prev)
     }
 }
 
@@ -141,17 +133,34 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u32) {
     out.push(v as u8);
 }
 
-/// The varint at the start of `bytes` and the bytes after it (0 and nothing when truncated).
+/// Appends ascending `slots` as varint gaps (the first, the slot itself); returns how many.
+pub(super) fn put_gaps(out: &mut Vec<u8>, slots: impl IntoIterator<Item = u32>) -> u32 {
+    let (mut prev, mut n) = (0, 0);
+    for slot in slots {
+        put_varint(out, slot - prev);
+        prev = slot;
+        n += 1;
+    }
+    n
+}
+
+/// The varint at the start of `bytes` and the bytes after it (`None` when truncated).
 #[inline]
-pub(super) fn take_varint(bytes: &[u8]) -> (u32, &[u8]) {
+fn read_varint(bytes: &[u8]) -> Option<(u32, &[u8])> {
     let mut v = 0u32;
     for (i, &b) in bytes.iter().enumerate().take(5) {
         v |= u32::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
-            return (v, &bytes[i + 1..]);
+            return Some((v, &bytes[i + 1..]));
         }
     }
-    (0, &[])
+    None
+}
+
+/// `read_varint`, 0 and nothing when truncated.
+#[inline]
+pub(super) fn take_varint(bytes: &[u8]) -> (u32, &[u8]) {
+    read_varint(bytes).unwrap_or((0, &[]))
 }
 
 /// The word and bit of `key` in `Postings::filter`.
@@ -238,12 +247,8 @@ impl<K: Copy + Eq + Hash> Postings<K> {
         for (p, &n) in pos.iter_mut().zip(&counts) {
             let end = *p as usize;
             *p = run.len() as u32;
-            let mut prev = 0;
-            for &slot in &flat[begin..end] {
-                put_varint(&mut run, slot - prev);
-                prev = slot;
-            }
-            debug_assert_eq!(end - begin, n as usize);
+            let put = put_gaps(&mut run, flat[begin..end].iter().copied());
+            debug_assert_eq!(put, n);
             begin = end;
         }
         run.shrink_to_fit();
@@ -355,13 +360,7 @@ impl<K: Copy + Eq + Hash> Postings<K> {
         let mut run_keys = FxHashMap::default();
         run_keys.reserve(self.run_keys.len() + head.len());
         let encode = |run: &mut Vec<u8>, slots: &mut dyn Iterator<Item = u32>| {
-            let (start, mut prev, mut n) = (run.len() as u32, 0, 0);
-            for slot in slots {
-                put_varint(run, slot - prev);
-                prev = slot;
-                n += 1;
-            }
-            (start, n)
+            (run.len() as u32, put_gaps(run, slots))
         };
         for (k, &(s, n)) in &self.run_keys {
             let old = Gaps {

@@ -29,7 +29,7 @@ use rustc_hash::FxHashMap;
 
 use super::grams::{edit_missing_grams, max_missing_grams, Gram};
 use super::numbers::Numbers;
-use super::postings::{put_varint, take_varint, List, Postings};
+use super::postings::{put_gaps, put_varint, take_varint, List, Postings};
 use crate::verify::VerifyConfig;
 
 /// `start` of a gram that is in no entry's prefix.
@@ -297,11 +297,10 @@ impl PrefixBuilder {
         for (n, &id) in per_class.iter().zip(order.iter()) {
             for c in 0..3 {
                 bufs[c].clear();
-                let mut prev = 0;
-                for &slot in &flat[begin..begin + n[c] as usize] {
-                    put_varint(&mut bufs[c], slot - prev);
-                    prev = slot;
-                }
+                put_gaps(
+                    &mut bufs[c],
+                    flat[begin..begin + n[c] as usize].iter().copied(),
+                );
                 begin += n[c] as usize;
             }
             let id = id as usize;
