@@ -1,5 +1,6 @@
 //! Unit tests of the sled store: round trips, expiry, read-only opens, damage and mismatches.
 
+use super::keys::key_generation;
 use super::*;
 use crate::index::OrderKey;
 use crate::types::{EventTime, Fingerprint, PostId};
