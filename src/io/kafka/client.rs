@@ -481,6 +481,17 @@ impl FetchProgress {
     }
 }
 
+/// How many partitions `topic` has, as the broker reports it (a metadata request); 0 when the
+/// topic does not exist.
+pub fn partition_count<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    timeout: Duration,
+) -> Result<usize, KafkaError> {
+    let md = consumer.fetch_metadata(Some(topic), timeout)?;
+    Ok(md.topics().first().map_or(0, |t| t.partitions().len()))
+}
+
 /// The start offsets of newly assigned partitions: the group's committed offset, `None` when
 /// nothing is committed (consumption starts at the log start). Partitions missing from the
 /// map could not be looked up.

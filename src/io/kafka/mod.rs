@@ -52,7 +52,9 @@ pub struct KafkaConfig {
     /// back (its owner declares it idle). The clock starts at assignment (a routed partition
     /// taken over where its previous owner left it idle, with nothing new since, is idle at
     /// once): starting on a backlog, raise it above the time the route stage needs for its
-    /// first records.
+    /// first records. In `run --role all` with the only route worker of the group, a routed
+    /// partition fetched to its end is idle as soon as that route stage has been caught up for
+    /// a moment (everything it read is on the routed topic).
     pub idle_after_ms: u64,
     /// How often a dedup worker publishes progress markers for its partitions.
     pub marker_interval_ms: u64,

@@ -214,12 +214,7 @@ fn read_range(
 ) -> Result<Vec<VecDeque<Raw>>, KafkaError> {
     let consumer: BaseConsumer<QuietContext> =
         client::reader_config(k).create_with_context(QuietContext)?;
-    let md = consumer.fetch_metadata(Some(&k.input_topic), Duration::from_secs(10))?;
-    let parts = md
-        .topics()
-        .first()
-        .map(|t| t.partitions().len())
-        .unwrap_or(0) as i32;
+    let parts = client::partition_count(&consumer, &k.input_topic, Duration::from_secs(10))? as i32;
     let mut tpl = TopicPartitionList::new();
     let mut ends = Vec::new();
     for p in 0..parts {

@@ -37,6 +37,9 @@ pub struct RouteStatus {
     /// was fetched to the end the broker reported, nothing was buffered, and every record sent
     /// was acknowledged. Everything it read is then on the routed topic.
     pub caught_up: AtomicBool,
+    /// Whether the stage owns every partition of the input topic: no other route worker feeds
+    /// the routed topic, so once this stage is caught up, nothing more is on its way.
+    pub sole: AtomicBool,
 }
 
 /// Counters of a route worker.
@@ -147,11 +150,19 @@ pub fn run(
                                 .entry(p)
                                 .or_insert_with(|| RawPartition::new(starts.get(&p).copied()));
                         }
+                        if let Some(s) = status {
+                            s.sole.store(owns_all(&consumer, k, parts.len()), Ordering::Relaxed);
+                        }
                     }
-                    RebalanceEvent::Revoked(ps) => ps.iter().for_each(|p| {
-                        acks.remove(*p);
-                        parts.remove(p);
-                    }),
+                    RebalanceEvent::Revoked(ps) => {
+                        if let Some(s) = status {
+                            s.sole.store(false, Ordering::Relaxed);
+                        }
+                        ps.iter().for_each(|p| {
+                            acks.remove(*p);
+                            parts.remove(p);
+                        })
+                    }
                 }
             }
             let Some(msg) = polled else { break };
@@ -273,6 +284,18 @@ pub fn run(
     health(Err("stopping".into()));
     shutdown(k, &consumer, &producer, &deliveries, &mut acks, &mut stored)?;
     Ok(stats)
+}
+
+/// Whether `owned` partitions are all of the input topic's (asked of the broker; `false` when
+/// it cannot tell).
+fn owns_all(consumer: &BaseConsumer<RebalanceLog>, k: &KafkaConfig, owned: usize) -> bool {
+    match client::partition_count(consumer, &k.input_topic, Duration::from_secs(5)) {
+        Ok(n) => n > 0 && owned >= n,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot tell whether this route stage owns every input partition");
+            false
+        }
+    }
 }
 
 /// Raw records taken per poll round before the merge runs and envelopes go out.

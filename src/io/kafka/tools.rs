@@ -130,12 +130,7 @@ pub fn export(
 ) -> Result<u64, KafkaError> {
     let consumer: BaseConsumer<client::QuietContext> =
         client::reader_config(k).create_with_context(client::QuietContext)?;
-    let md = consumer.fetch_metadata(Some(topic), Duration::from_secs(10))?;
-    let parts = md
-        .topics()
-        .first()
-        .map(|t| t.partitions().len())
-        .unwrap_or(0);
+    let parts = client::partition_count(&consumer, topic, Duration::from_secs(10))?;
     let mut tpl = TopicPartitionList::new();
     let mut marks = Vec::with_capacity(parts);
     for p in 0..parts {

@@ -11,7 +11,8 @@
 //! only on the routed topic's contents, not on which worker owned which partition, when it ran,
 //! or how often it restarted. One exception: a partition that fell idle (caught up for
 //! `idle_after_ms`, or taken over where its previous owner's last marker left it idle, with
-//! nothing new since) stops holding others back, so records arriving on it later may be decided
+//! nothing new since, or fetched to its end while this process's route stage, the only one,
+//! has everything it read on the routed topic) stops holding others back, so records arriving on it later may be decided
 //! in another order than in a replay.
 //!
 //! This module is the worker loop; the ordering decisions are `super::gate` (pure), the
@@ -343,6 +344,17 @@ impl<'a> Worker<'a> {
             || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
     }
 
+    /// Whether this process's route stage is the only one and has been caught up for
+    /// `UPSTREAM_SETTLE`: everything bound for the routed topic is on it, and this worker's
+    /// fetches have reported the high watermarks since, so a partition fetched to its high
+    /// watermark is quiet without waiting out `idle_after_ms` (the end of a backlog).
+    fn upstream_drained(&self) -> bool {
+        self.routing.is_some_and(|r| r.sole.load(Ordering::Relaxed))
+            && self
+                .caught_up_since
+                .is_some_and(|t| t.elapsed() >= UPSTREAM_SETTLE)
+    }
+
     /// What is known about partition `q` (see `gate`).
     pub(super) fn bound(&self, q: u32) -> Bound {
         let Some(o) = self.owned.get(&q) else {
@@ -351,7 +363,8 @@ impl<'a> Worker<'a> {
         let head = self.head_key(q);
         let idle_after = Duration::from_millis(self.k.idle_after_ms);
         let quiet = head.is_none()
-            && (o.last_record.elapsed() >= idle_after || (o.idle_before && o.fetch.caught_up()))
+            && (o.last_record.elapsed() >= idle_after
+                || ((o.idle_before || self.upstream_drained()) && o.fetch.caught_up()))
             && o.fetch.may_be_caught_up()
             && self.upstream_quiet(idle_after);
         let watermark = self.engine.watermarks().get(&q).copied();
