@@ -106,7 +106,7 @@ pub fn run(
         client::consumer_config(k, &format!("{}.route", k.group_id))
             .create_with_context(RebalanceLog::new(&k.input_topic))?;
     consumer.subscribe(&[&k.input_topic])?;
-    let (producer, deliveries) = client::producer(k)?;
+    let (producer, deliveries) = client::with_acks(client::envelope_producer_config(k))?;
     let mut r = Encoder {
         router: PostRouter::new(tokenizer, k.routed_partitions, &cfg.routing),
         a: Analyzed::default(),
