@@ -3,6 +3,8 @@
 //! (replicated index entries and partition progress markers). Pure encode/decode, versioned by a
 //! magic prefix.
 
+use std::cell::RefCell;
+
 use crate::engine::Analyzed;
 use crate::fingerprint::SimHash;
 use crate::index::grams::distinct_bigrams;
@@ -125,7 +127,9 @@ impl Envelope {
         let body = std::mem::take(&mut self.body);
         let mut out = Vec::with_capacity(16 + body.len() / 2);
         out.extend_from_slice(ENVELOPE_MAGIC);
-        match zstd::bulk::compress(&body, ENVELOPE_ZSTD_LEVEL) {
+        match with_zstd(&COMPRESSOR, || zstd::bulk::Compressor::new(ENVELOPE_ZSTD_LEVEL), |z| {
+            z.compress(&body)
+        }) {
             Ok(z) if z.len() < body.len() => {
                 out.push(1);
                 out.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -141,11 +145,33 @@ impl Envelope {
     }
 }
 
+thread_local! {
+    /// Each thread's zstd contexts, made once: a context per envelope cost the route stage
+    /// about 1% of its time in allocation alone.
+    static COMPRESSOR: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+    static DECOMPRESSOR: RefCell<Option<zstd::bulk::Decompressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` with this thread's zstd context in `slot`, made by `make` on first use.
+fn with_zstd<Z, T>(
+    slot: &'static std::thread::LocalKey<RefCell<Option<Z>>>,
+    make: impl FnOnce() -> std::io::Result<Z>,
+    f: impl FnOnce(&mut Z) -> std::io::Result<T>,
+) -> std::io::Result<T> {
+    slot.with(|cell| {
+        let mut z = cell.borrow_mut();
+        if z.is_none() {
+            *z = Some(make()?);
+        }
+        f(z.as_mut().expect("made above"))
+    })
+}
+
 /// Decodes a routed record: an envelope of posts, or a single post (`SDR1`, as earlier versions
 /// wrote). A malformed post fails the whole record.
-pub fn decode_routed_record(buf: &[u8]) -> Result<Vec<RoutedPost>, WireError> {
+pub fn decode_routed_record(buf: &[u8], words: Words) -> Result<Vec<RoutedPost>, WireError> {
     let Some(rest) = buf.strip_prefix(ENVELOPE_MAGIC) else {
-        return decode_routed(buf).map(|p| vec![p]);
+        return decode_routed(buf, words).map(|p| vec![p]);
     };
     let err = || WireError("routed envelope");
     let mut r = Reader(rest);
@@ -158,7 +184,10 @@ pub fn decode_routed_record(buf: &[u8]) -> Result<Vec<RoutedPost>, WireError> {
     let body = match flag {
         0 => r.0,
         1 => {
-            inflated = zstd::bulk::decompress(r.0, len).map_err(|_| err())?;
+            inflated = with_zstd(&DECOMPRESSOR, zstd::bulk::Decompressor::new, |z| {
+                z.decompress(r.0, len)
+            })
+            .map_err(|_| err())?;
             &inflated[..]
         }
         _ => return Err(err()),
@@ -170,7 +199,7 @@ pub fn decode_routed_record(buf: &[u8]) -> Result<Vec<RoutedPost>, WireError> {
     let mut posts = Vec::new();
     while !r.0.is_empty() {
         let post = r.bytes().ok_or_else(err)?;
-        posts.push(decode_routed(post)?);
+        posts.push(decode_routed(post, words)?);
         if posts.len() > ENVELOPE_MAX_POSTS {
             return Err(err());
         }
@@ -181,8 +210,19 @@ pub fn decode_routed_record(buf: &[u8]) -> Result<Vec<RoutedPost>, WireError> {
     Ok(posts)
 }
 
+/// Whether decoded routed posts keep their tokens' words. Only enriched outputs print them
+/// (`output.enrich`); a decision needs the tokens' hashes and weights, and a word apiece was the
+/// dedup stage's most frequent allocation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Words {
+    /// Tokens keep their words.
+    Keep,
+    /// Tokens keep hashes and weights; their words are empty.
+    Skip,
+}
+
 /// Decodes a routed post.
-pub fn decode_routed(buf: &[u8]) -> Result<RoutedPost, WireError> {
+pub fn decode_routed(buf: &[u8], words: Words) -> Result<RoutedPost, WireError> {
     let err = || WireError("routed");
     let mut r = Reader(buf.strip_prefix(ROUTED_MAGIC).ok_or_else(err)?);
     let id = PostId(r.string().ok_or_else(err)?);
@@ -193,11 +233,14 @@ pub fn decode_routed(buf: &[u8]) -> Result<RoutedPost, WireError> {
     let n = r.u32().ok_or_else(err)? as usize;
     let mut tokens = Vec::with_capacity(n.min(1024));
     for _ in 0..n {
-        let word = r.string().ok_or_else(err)?;
+        let word = r.str().ok_or_else(err)?;
         let weight = f32::from_bits(r.u32().ok_or_else(err)?);
         tokens.push(WeightedToken {
-            hash: token_hash(&word),
-            word,
+            hash: token_hash(word),
+            word: match words {
+                Words::Keep => word.to_string(),
+                Words::Skip => String::new(),
+            },
             weight,
         });
     }
@@ -386,8 +429,11 @@ impl<'a> Reader<'a> {
         let n = self.u32()? as usize;
         self.take(n)
     }
+    fn str(&mut self) -> Option<&'a str> {
+        std::str::from_utf8(self.bytes()?).ok()
+    }
     fn string(&mut self) -> Option<String> {
-        std::str::from_utf8(self.bytes()?).ok().map(str::to_string)
+        self.str().map(str::to_string)
     }
 }
 
@@ -404,7 +450,7 @@ mod tests {
         Analyzer::new(&tok).analyze("今天早上地铁二号线又停运了 //@x: 哈哈", &mut a);
         let raw = br#"{"id":"1","text":"..."}"#;
         let buf = encode_routed(&PostId("1".into()), Some(EventTime(42)), Some(7), &a, raw);
-        let d = decode_routed(&buf).unwrap();
+        let d = decode_routed(&buf, Words::Keep).unwrap();
         assert_eq!(d.id.0, "1");
         assert_eq!(d.input_ms, Some(7));
         assert_eq!(d.created_at, Some(EventTime(42)));
@@ -414,11 +460,25 @@ mod tests {
         assert_eq!(d.analyzed.grams, a.grams);
         assert_eq!(d.analyzed.text_hash, a.text_hash);
         assert_eq!(d.analyzed.fingerprint(), a.fingerprint());
-        assert!(decode_routed(&buf[..buf.len() - 3]).is_err());
+        let words = |p: &RoutedPost| -> Vec<String> {
+            p.analyzed.tokens.iter().map(|t| t.word.clone()).collect()
+        };
+        let given: Vec<String> = a.tokens.iter().map(|t| t.word.clone()).collect();
+        assert!(!given.is_empty());
+        assert_eq!(words(&d), given);
+        // Without words, the same hashes, weights and token set.
+        let s = decode_routed(&buf, Words::Skip).unwrap();
+        assert!(words(&s).iter().all(String::is_empty));
+        let hw = |p: &RoutedPost| -> Vec<(u64, u32)> {
+            p.analyzed.tokens.iter().map(|t| (t.hash, t.weight.to_bits())).collect()
+        };
+        assert_eq!(hw(&s), hw(&d));
+        assert_eq!(s.analyzed.token_set, a.token_set);
+        assert!(decode_routed(&buf[..buf.len() - 3], Words::Keep).is_err());
         // Without the trailing input time (as earlier writers sent it).
         let old = encode_routed(&PostId("1".into()), Some(EventTime(42)), None, &a, raw);
         assert_eq!(old.len() + 8, buf.len());
-        assert_eq!(decode_routed(&old).unwrap().input_ms, None);
+        assert_eq!(decode_routed(&old, Words::Keep).unwrap().input_ms, None);
     }
 
     #[test]
@@ -436,25 +496,25 @@ mod tests {
         assert_eq!((env.len(), env.is_empty()), (3, false));
         let buf = env.take();
         assert!(env.is_empty() && env.bytes() == 0);
-        let posts = decode_routed_record(&buf).unwrap();
+        let posts = decode_routed_record(&buf, Words::Keep).unwrap();
         let ids: Vec<&str> = posts.iter().map(|p| p.id.0.as_str()).collect();
         assert_eq!(ids, ["0", "1", "2"]);
         assert_eq!(posts[1].raw, "第二条微博".as_bytes());
-        assert_eq!(decode_routed_record(&single).unwrap()[0].id.0, "2");
-        assert!(decode_routed_record(&buf[..buf.len() - 1]).is_err());
-        assert!(decode_routed_record(ENVELOPE_MAGIC).is_err());
+        assert_eq!(decode_routed_record(&single, Words::Keep).unwrap()[0].id.0, "2");
+        assert!(decode_routed_record(&buf[..buf.len() - 1], Words::Keep).is_err());
+        assert!(decode_routed_record(ENVELOPE_MAGIC, Words::Keep).is_err());
         // Repeated text compresses; a corrupt frame is an error, not a panic.
         assert_eq!(buf[4], 1, "zstd");
         let mut corrupt = buf.clone();
         let n = corrupt.len();
         corrupt[n - 4] ^= 0xff;
-        assert!(decode_routed_record(&corrupt).is_err());
+        assert!(decode_routed_record(&corrupt, Words::Keep).is_err());
         // A body zstd cannot shrink is stored.
         let mut tiny = Envelope::default();
         tiny.push(b"x");
         let stored = tiny.take();
         assert_eq!(stored[4], 0);
-        assert!(decode_routed_record(&stored).is_err(), "not a post");
+        assert!(decode_routed_record(&stored, Words::Keep).is_err(), "not a post");
         assert!(routed_seq(7, 4095) < routed_seq(8, 0));
         assert!(routed_seq(7, 1) > routed_seq(7, 0));
     }

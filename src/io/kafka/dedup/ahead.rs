@@ -13,7 +13,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::super::gate::Bound;
 use super::super::lookahead::Check;
-use super::super::wire::{decode_routed_record, routed_offset};
+use super::super::wire::{decode_routed_record, routed_offset, Words};
 use super::super::KafkaError;
 use super::{Clients, Worker};
 
@@ -130,7 +130,8 @@ impl Worker<'_> {
                 }
             };
             let (q, offset) = (m.partition() as u32, m.offset() as u64);
-            let posts = decode_routed_record(m.payload().unwrap_or_default()).ok();
+            // Read ahead only to be checked, never output: no words.
+            let posts = decode_routed_record(m.payload().unwrap_or_default(), Words::Skip).ok();
             if !self.lookahead.read(q, offset, posts) {
                 tracing::debug!(
                     partition = q,

@@ -13,7 +13,7 @@ use rdkafka::Message;
 use super::super::client::{self, RebalanceEvent};
 use super::super::gate::{Bound, Last};
 use super::super::lookahead::gates_of;
-use super::super::wire::{decode_routed_record, RoutedPost};
+use super::super::wire::{decode_routed_record, RoutedPost, Words};
 use super::super::KafkaError;
 use super::{Clients, Worker, IDLE_WAIT};
 use crate::metrics;
@@ -119,6 +119,12 @@ impl Worker<'_> {
         let mut any = false;
         let idle = self.owned.values().all(|o| o.buf.is_empty());
         let mut wait = if idle { IDLE_WAIT } else { Duration::ZERO };
+        // Token words are printed only in enriched outputs.
+        let words = if self.cfg.output.enrich {
+            Words::Keep
+        } else {
+            Words::Skip
+        };
         for _ in 0..ROUTED_POLL_BATCH {
             let polled = c.consumer.poll(wait);
             self.rebalance(c)?;
@@ -140,7 +146,7 @@ impl Worker<'_> {
             owned.last_record = Instant::now();
             owned.idle_before = false;
             owned.fetch.polled(offset);
-            match decode_routed_record(m.payload().unwrap_or_default()) {
+            match decode_routed_record(m.payload().unwrap_or_default(), words) {
                 Ok(posts) => {
                     let count = posts.len() as u32;
                     let now = crate::clock::now_millis();
