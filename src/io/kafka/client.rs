@@ -2,8 +2,9 @@
 //! producers whose delivery reports come back over a channel, rebalance events recorded for the
 //! worker loop, and topic creation.
 
+use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -155,10 +156,10 @@ pub fn producer_config(k: &KafkaConfig) -> ClientConfig {
     producer_with_compression(k, "lz4")
 }
 
-/// Config of the route stage's producer: its envelopes are zstd-compressed already
+/// Config of the route stage's producer (`envelope_producer`): its envelopes are zstd-compressed already
 /// (`wire::Envelope`), so librdkafka does not compress them again unless `compression.type` is
 /// configured (lz4 over them took about 2% of `run --role all`'s CPU for no gain).
-pub fn envelope_producer_config(k: &KafkaConfig) -> ClientConfig {
+fn envelope_producer_config(k: &KafkaConfig) -> ClientConfig {
     producer_with_compression(k, "none")
 }
 
@@ -221,6 +222,32 @@ pub struct Delivery {
 /// Producer context that forwards delivery reports to a channel.
 pub struct AckContext {
     tx: Mutex<Sender<Delivery>>,
+    /// Where delivered routed envelopes (`Tag::Records`) end, if tracked.
+    envelopes: Option<Arc<DeliveredEnds>>,
+}
+
+/// Per routed partition, one past the offset of the last envelope a route stage's producer
+/// delivered there: noted in the delivery callback, before the report reaches the stage, so once
+/// the stage has settled every report these are where its envelopes end on the broker.
+#[derive(Debug, Default)]
+pub struct DeliveredEnds(Mutex<BTreeMap<u32, u64>>);
+
+impl DeliveredEnds {
+    fn note(&self, partition: i32, offset: i64) {
+        if let (Ok(p), Ok(o), Ok(mut ends)) = (
+            u32::try_from(partition),
+            u64::try_from(offset),
+            self.0.lock(),
+        ) {
+            let end = ends.entry(p).or_default();
+            *end = (*end).max(o + 1);
+        }
+    }
+
+    /// One past the last envelope delivered to `partition`, if any was.
+    pub fn end(&self, partition: u32) -> Option<u64> {
+        self.0.lock().ok()?.get(&partition).copied()
+    }
 }
 
 impl ClientContext for AckContext {
@@ -233,6 +260,9 @@ impl ProducerContext for AckContext {
     type DeliveryOpaque = Box<Tag>;
 
     fn delivery(&self, r: &DeliveryResult<'_>, tag: Box<Tag>) {
+        if let (Some(ends), Ok(m), Tag::Records(_)) = (&self.envelopes, r, &*tag) {
+            ends.note(m.partition(), m.offset());
+        }
         let (result, topic) = match r {
             Ok(m) => (Ok(()), m.topic().to_string()),
             Err((e, m)) => (Err(e.to_string()), m.topic().to_string()),
@@ -251,15 +281,28 @@ impl ProducerContext for AckContext {
 pub fn producer(
     k: &KafkaConfig,
 ) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
-    with_acks(producer_config(k))
+    with_acks(producer_config(k), None)
+}
+
+/// The route stage's producer (`envelope_producer_config`); where its envelopes end is noted in
+/// `envelopes`.
+pub fn envelope_producer(
+    k: &KafkaConfig,
+    envelopes: Arc<DeliveredEnds>,
+) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
+    with_acks(envelope_producer_config(k), Some(envelopes))
 }
 
 /// A producer made from `c` whose delivery reports arrive on the receiver.
-pub fn with_acks(
+fn with_acks(
     c: ClientConfig,
+    envelopes: Option<Arc<DeliveredEnds>>,
 ) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
     let (tx, rx) = channel();
-    let p = c.create_with_context(AckContext { tx: Mutex::new(tx) })?;
+    let p = c.create_with_context(AckContext {
+        tx: Mutex::new(tx),
+        envelopes,
+    })?;
     Ok((p, rx))
 }
 
@@ -469,6 +512,11 @@ impl FetchProgress {
     /// Notes a polled record.
     pub fn polled(&mut self, offset: u64) {
         self.polled_to = Some(offset + 1);
+    }
+
+    /// One past the last record polled since the assignment, if any was.
+    pub fn polled_to(&self) -> Option<u64> {
+        self.polled_to
     }
 
     /// Compares the position with librdkafka's cached watermarks (no request).

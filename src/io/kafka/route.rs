@@ -40,6 +40,8 @@ pub struct RouteStatus {
     /// Whether the stage owns every partition of the input topic: no other route worker feeds
     /// the routed topic, so once this stage is caught up, nothing more is on its way.
     pub sole: AtomicBool,
+    /// Where the envelopes this stage delivered end, per routed partition.
+    pub delivered: std::sync::Arc<client::DeliveredEnds>,
 }
 
 /// Counters of a route worker.
@@ -106,7 +108,8 @@ pub fn run(
         client::consumer_config(k, &format!("{}.route", k.group_id))
             .create_with_context(RebalanceLog::new(&k.input_topic))?;
     consumer.subscribe(&[&k.input_topic])?;
-    let (producer, deliveries) = client::with_acks(client::envelope_producer_config(k))?;
+    let ends = status.map_or_else(Default::default, |s| s.delivered.clone());
+    let (producer, deliveries) = client::envelope_producer(k, ends)?;
     let mut r = Encoder {
         router: PostRouter::new(tokenizer, k.routed_partitions, &cfg.routing),
         a: Analyzed::default(),
@@ -151,7 +154,8 @@ pub fn run(
                                 .or_insert_with(|| RawPartition::new(starts.get(&p).copied()));
                         }
                         if let Some(s) = status {
-                            s.sole.store(owns_all(&consumer, k, parts.len()), Ordering::Relaxed);
+                            s.sole
+                                .store(owns_all(&consumer, k, parts.len()), Ordering::Relaxed);
                         }
                     }
                     RebalanceEvent::Revoked(ps) => {
@@ -278,7 +282,9 @@ pub fn run(
                 && parts
                     .values()
                     .all(|p| p.buf.is_empty() && (p.at_eof || p.fetch.caught_up()));
-            s.caught_up.store(caught_up, Ordering::Relaxed);
+            // Release: the envelope ends noted before these reports were settled are visible
+            // to a reader that sees `caught_up`.
+            s.caught_up.store(caught_up, Ordering::Release);
         }
     }
     health(Err("stopping".into()));

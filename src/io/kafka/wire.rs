@@ -127,9 +127,11 @@ impl Envelope {
         let body = std::mem::take(&mut self.body);
         let mut out = Vec::with_capacity(16 + body.len() / 2);
         out.extend_from_slice(ENVELOPE_MAGIC);
-        match with_zstd(&COMPRESSOR, || zstd::bulk::Compressor::new(ENVELOPE_ZSTD_LEVEL), |z| {
-            z.compress(&body)
-        }) {
+        match with_zstd(
+            &COMPRESSOR,
+            || zstd::bulk::Compressor::new(ENVELOPE_ZSTD_LEVEL),
+            |z| z.compress(&body),
+        ) {
             Ok(z) if z.len() < body.len() => {
                 out.push(1);
                 out.extend_from_slice(&(body.len() as u32).to_le_bytes());
@@ -470,7 +472,11 @@ mod tests {
         let s = decode_routed(&buf, Words::Skip).unwrap();
         assert!(words(&s).iter().all(String::is_empty));
         let hw = |p: &RoutedPost| -> Vec<(u64, u32)> {
-            p.analyzed.tokens.iter().map(|t| (t.hash, t.weight.to_bits())).collect()
+            p.analyzed
+                .tokens
+                .iter()
+                .map(|t| (t.hash, t.weight.to_bits()))
+                .collect()
         };
         assert_eq!(hw(&s), hw(&d));
         assert_eq!(s.analyzed.token_set, a.token_set);
@@ -500,7 +506,10 @@ mod tests {
         let ids: Vec<&str> = posts.iter().map(|p| p.id.0.as_str()).collect();
         assert_eq!(ids, ["0", "1", "2"]);
         assert_eq!(posts[1].raw, "第二条微博".as_bytes());
-        assert_eq!(decode_routed_record(&single, Words::Keep).unwrap()[0].id.0, "2");
+        assert_eq!(
+            decode_routed_record(&single, Words::Keep).unwrap()[0].id.0,
+            "2"
+        );
         assert!(decode_routed_record(&buf[..buf.len() - 1], Words::Keep).is_err());
         assert!(decode_routed_record(ENVELOPE_MAGIC, Words::Keep).is_err());
         // Repeated text compresses; a corrupt frame is an error, not a panic.
@@ -514,7 +523,10 @@ mod tests {
         tiny.push(b"x");
         let stored = tiny.take();
         assert_eq!(stored[4], 0);
-        assert!(decode_routed_record(&stored, Words::Keep).is_err(), "not a post");
+        assert!(
+            decode_routed_record(&stored, Words::Keep).is_err(),
+            "not a post"
+        );
         assert!(routed_seq(7, 4095) < routed_seq(8, 0));
         assert!(routed_seq(7, 1) > routed_seq(7, 0));
     }

@@ -326,7 +326,7 @@ impl<'a> Worker<'a> {
         if self.routing_since.is_none() && r.routing.load(Ordering::Relaxed) {
             self.routing_since = Some(now);
         }
-        if r.caught_up.load(Ordering::Relaxed) {
+        if r.caught_up.load(Ordering::Acquire) {
             self.caught_up_since.get_or_insert(now);
         } else {
             self.caught_up_since = None;
@@ -344,15 +344,21 @@ impl<'a> Worker<'a> {
             || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
     }
 
-    /// Whether this process's route stage is the only one and has been caught up for
-    /// `UPSTREAM_SETTLE`: everything bound for the routed topic is on it, and this worker's
-    /// fetches have reported the high watermarks since, so a partition fetched to its high
-    /// watermark is quiet without waiting out `idle_after_ms` (the end of a backlog).
-    fn upstream_drained(&self) -> bool {
-        self.routing.is_some_and(|r| r.sole.load(Ordering::Relaxed))
+    /// Whether owned partition `q` has nothing more coming, without waiting out
+    /// `idle_after_ms` (the end of a backlog): this process's route stage is the only one and
+    /// has been caught up for `UPSTREAM_SETTLE` (everything bound for the routed topic is on
+    /// it), this worker has polled past the last envelope that stage delivered to `q`, and to
+    /// the high watermark its fetches last reported (the records of earlier route workers).
+    fn drained(&self, q: u32, fetch: &client::FetchProgress) -> bool {
+        let Some(r) = self.routing else { return false };
+        r.sole.load(Ordering::Relaxed)
             && self
                 .caught_up_since
                 .is_some_and(|t| t.elapsed() >= UPSTREAM_SETTLE)
+            && fetch.caught_up()
+            && r.delivered
+                .end(q)
+                .is_none_or(|end| fetch.polled_to().is_some_and(|at| at >= end))
     }
 
     /// What is known about partition `q` (see `gate`).
@@ -364,7 +370,8 @@ impl<'a> Worker<'a> {
         let idle_after = Duration::from_millis(self.k.idle_after_ms);
         let quiet = head.is_none()
             && (o.last_record.elapsed() >= idle_after
-                || ((o.idle_before || self.upstream_drained()) && o.fetch.caught_up()))
+                || (o.idle_before && o.fetch.caught_up())
+                || self.drained(q, &o.fetch))
             && o.fetch.may_be_caught_up()
             && self.upstream_quiet(idle_after);
         let watermark = self.engine.watermarks().get(&q).copied();
