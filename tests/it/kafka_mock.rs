@@ -63,11 +63,13 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     let n = tools::produce(&k, &k.input_topic, None, input.to_str().unwrap()).unwrap();
     assert_eq!(n, 31);
 
-    let cfg = Config {
+    let mut cfg = Config {
         kafka: k.clone(),
         ..Config::default()
     }
     .stages();
+    // Enriched outputs print the tokens' words, which the dedup stage otherwise does not decode.
+    cfg.output.enrich = true;
     let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
     let stop = AtomicBool::new(false);
     let routing = route::RouteStatus::default();
@@ -112,6 +114,17 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     .unwrap();
     let stamped = String::from_utf8_lossy(&stamped);
     assert!(stamped.lines().count() > 0);
+    let p01 = stamped
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l.split_once('\t')?.1).ok())
+        .find(|u| u["id"] == "p01")
+        .expect("p01 unique");
+    assert!(
+        p01["simdedup"]["tokens"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|w| w == "地铁")),
+        "{p01}"
+    );
     for line in stamped.lines() {
         let (ms, value) = line.split_once('\t').expect("a timestamp and a tab");
         assert!(ms.parse::<i64>().unwrap() > 1_600_000_000_000, "{line}");
