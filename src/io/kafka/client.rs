@@ -215,7 +215,8 @@ pub struct Delivery {
     pub tag: Tag,
     /// `Err(message)` when librdkafka gave up on the record.
     pub result: Result<(), String>,
-    /// Topic of the record.
+    /// Topic of the record, when its delivery failed (empty otherwise: a delivered record's
+    /// report costs no allocation).
     pub topic: String,
 }
 
@@ -264,7 +265,7 @@ impl ProducerContext for AckContext {
             ends.note(m.partition(), m.offset());
         }
         let (result, topic) = match r {
-            Ok(m) => (Ok(()), m.topic().to_string()),
+            Ok(_) => (Ok(()), String::new()),
             Err((e, m)) => (Err(e.to_string()), m.topic().to_string()),
         };
         if let Ok(tx) = self.tx.lock() {
