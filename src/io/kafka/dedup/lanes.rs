@@ -23,16 +23,19 @@ impl Worker<'_> {
     /// first; returns how many.
     pub(super) fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
         let mut n = 0;
+        // Each lane's head key, kept across decisions: deciding lane `p` changes only `p`'s
+        // head (its buffer front and its watermark), so only that one is computed again.
+        let mut heads: Vec<(u32, Option<OrderKey>)> =
+            self.owned.keys().map(|p| (*p, self.head_key(*p))).collect();
         loop {
-            let mut heads: Vec<(OrderKey, u32)> = self
-                .owned
-                .keys()
-                .filter_map(|p| self.head_key(*p).map(|k| (k, *p)))
+            let mut order: Vec<(OrderKey, u32)> = heads
+                .iter()
+                .filter_map(|(p, k)| k.map(|k| (k, *p)))
                 .collect();
-            heads.sort_unstable();
+            order.sort_unstable();
             let mut next = None;
-            for (key, p) in &heads {
-                match self.may_decide_head(*p, key) {
+            for (key, p) in &order {
+                match self.may_decide_head(*p, key, &heads) {
                     Some(ahead) => {
                         next = Some((*p, ahead));
                         break;
@@ -52,12 +55,20 @@ impl Worker<'_> {
             if n.is_multiple_of(SETTLE_EVERY_DECISIONS) {
                 self.settle(c)?;
             }
+            if let Some(h) = heads.iter_mut().find(|(q, _)| *q == p) {
+                h.1 = self.head_key(p);
+            }
         }
     }
 
     /// Whether the head of lane `p`, with key `key`, may be decided now: `Some(ahead)`, where
-    /// `ahead` says some partition cleared it before its turn.
-    fn may_decide_head(&self, p: u32, key: &OrderKey) -> Option<bool> {
+    /// `ahead` says some partition cleared it before its turn. `heads`: every lane's head key.
+    fn may_decide_head(
+        &self,
+        p: u32,
+        key: &OrderKey,
+        heads: &[(u32, Option<OrderKey>)],
+    ) -> Option<bool> {
         let head = self.owned.get(&p)?.buf.front()?;
         let v = self.k.visibility();
         let ahead = Cell::new(false);
@@ -81,8 +92,12 @@ impl Worker<'_> {
             ahead.set(ahead.get() || clear);
             clear
         };
-        gate::may_decide(key, p, self.partitions, &v, |q| self.bound(q), clears)
-            .then(|| ahead.get())
+        // A lane with a head is bounded by it (`bound`), known here without computing it again.
+        let bound = |q| match heads.iter().find(|(l, _)| *l == q) {
+            Some((_, Some(k))) => gate::Bound::Key(*k),
+            _ => self.bound(q),
+        };
+        gate::may_decide(key, p, self.partitions, &v, bound, clears).then(|| ahead.get())
     }
 
     /// `Lookahead::check` for lane `q` of this worker: its buffered posts, keyed as they will
