@@ -156,9 +156,10 @@ pub fn producer_config(k: &KafkaConfig) -> ClientConfig {
     producer_with_compression(k, "lz4")
 }
 
-/// Config of the route stage's producer (`envelope_producer`): its envelopes are zstd-compressed already
-/// (`wire::Envelope`), so librdkafka does not compress them again unless `compression.type` is
-/// configured (lz4 over them took about 2% of `run --role all`'s CPU for no gain).
+/// Config of the route stage's producer (`envelope_producer`): its envelopes are
+/// zstd-compressed already (`wire::Envelope`), so librdkafka does not compress them again unless
+/// `compression.type` is configured (lz4 over them took about 2% of `run --role all`'s CPU for
+/// no gain).
 fn envelope_producer_config(k: &KafkaConfig) -> ClientConfig {
     producer_with_compression(k, "none")
 }

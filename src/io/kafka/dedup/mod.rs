@@ -12,8 +12,8 @@
 //! or how often it restarted. One exception: a partition that fell idle (caught up for
 //! `idle_after_ms`, or taken over where its previous owner's last marker left it idle, with
 //! nothing new since, or fetched to its end while this process's route stage, the only one,
-//! has everything it read on the routed topic) stops holding others back, so records arriving on it later may be decided
-//! in another order than in a replay.
+//! has everything it read on the routed topic) stops holding others back, so records arriving
+//! on it later may be decided in another order than in a replay.
 //!
 //! This module is the worker loop; the ordering decisions are `super::gate` (pure), the
 //! changelog replication is `changelog`, the owned partitions' buffers are `owned`.
