@@ -1,7 +1,9 @@
 //! In-order offset tracking for at-least-once delivery: an input offset becomes committable only
-//! when every output of it and of every earlier offset of its partition is acknowledged.
+//! when every output of it and of every earlier offset of its partition is acknowledged. Also
+//! where a route stage's delivered envelopes end (`DeliveredEnds`).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
 
 /// Outstanding outputs per input offset, per partition.
 #[derive(Debug, Default)]
@@ -61,9 +63,46 @@ impl Part {
     }
 }
 
+/// Per routed partition, one past the offset of the last envelope a route stage's producer
+/// delivered there: noted in the delivery callback, before the report reaches the stage, so once
+/// the stage has settled every report these are where its envelopes end on the broker.
+#[derive(Debug, Default)]
+pub struct DeliveredEnds(Mutex<BTreeMap<u32, u64>>);
+
+impl DeliveredEnds {
+    /// Notes a record delivered at `offset` of `partition` (librdkafka's numbers).
+    pub(super) fn note(&self, partition: i32, offset: i64) {
+        if let (Ok(p), Ok(o), Ok(mut ends)) = (
+            u32::try_from(partition),
+            u64::try_from(offset),
+            self.0.lock(),
+        ) {
+            let end = ends.entry(p).or_default();
+            *end = (*end).max(o + 1);
+        }
+    }
+
+    /// One past the last envelope delivered to `partition`, if any was.
+    pub fn end(&self, partition: u32) -> Option<u64> {
+        self.0.lock().ok()?.get(&partition).copied()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn delivered_ends_keep_the_furthest_offset_per_partition() {
+        let e = DeliveredEnds::default();
+        assert_eq!(e.end(3), None);
+        e.note(3, 41);
+        e.note(3, 7);
+        e.note(5, 0);
+        e.note(5, -1001);
+        e.note(-1, 9);
+        assert_eq!((e.end(3), e.end(5), e.end(4)), (Some(42), Some(1), None));
+    }
 
     #[test]
     fn an_offset_waits_for_earlier_ones() {

@@ -2,7 +2,6 @@
 //! producers whose delivery reports come back over a channel, rebalance events recorded for the
 //! worker loop, and topic creation.
 
-use std::collections::BTreeMap;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,6 +14,7 @@ use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
+use super::acks::DeliveredEnds;
 use super::{KafkaConfig, KafkaError};
 use crate::metrics;
 
@@ -226,30 +226,6 @@ pub struct AckContext {
     tx: Mutex<Sender<Delivery>>,
     /// Where delivered routed envelopes (`Tag::Records`) end, if tracked.
     envelopes: Option<Arc<DeliveredEnds>>,
-}
-
-/// Per routed partition, one past the offset of the last envelope a route stage's producer
-/// delivered there: noted in the delivery callback, before the report reaches the stage, so once
-/// the stage has settled every report these are where its envelopes end on the broker.
-#[derive(Debug, Default)]
-pub struct DeliveredEnds(Mutex<BTreeMap<u32, u64>>);
-
-impl DeliveredEnds {
-    fn note(&self, partition: i32, offset: i64) {
-        if let (Ok(p), Ok(o), Ok(mut ends)) = (
-            u32::try_from(partition),
-            u64::try_from(offset),
-            self.0.lock(),
-        ) {
-            let end = ends.entry(p).or_default();
-            *end = (*end).max(o + 1);
-        }
-    }
-
-    /// One past the last envelope delivered to `partition`, if any was.
-    pub fn end(&self, partition: u32) -> Option<u64> {
-        self.0.lock().ok()?.get(&partition).copied()
-    }
 }
 
 impl ClientContext for AckContext {

@@ -41,7 +41,7 @@ pub struct RouteStatus {
     /// the routed topic, so once this stage is caught up, nothing more is on its way.
     pub sole: AtomicBool,
     /// Where the envelopes this stage delivered end, per routed partition.
-    pub delivered: std::sync::Arc<client::DeliveredEnds>,
+    pub delivered: std::sync::Arc<super::acks::DeliveredEnds>,
 }
 
 /// Counters of a route worker.
