@@ -268,6 +268,14 @@ pub fn run(
                     }
                 }
             }
+            if stats.records.is_multiple_of(ROUTED_LOG_EVERY) {
+                tracing::info!(
+                    records = stats.records,
+                    routed = stats.routed,
+                    rejected = stats.rejected,
+                    "routed so far"
+                );
+            }
         }
         // Nothing more can go out before the next poll: send the partial envelopes.
         for (partition, o) in outgoing.iter_mut().enumerate() {
@@ -303,6 +311,10 @@ fn owns_all(consumer: &BaseConsumer<RebalanceLog>, k: &KafkaConfig, owned: usize
         }
     }
 }
+
+/// A `routed so far` log line every this many records (not `progress`: the benches read the
+/// dedup stage's `progress` lines from the same log in `run --role all`).
+const ROUTED_LOG_EVERY: u64 = 100_000;
 
 /// Raw records taken per poll round before the merge runs and envelopes go out.
 const POLL_BATCH: usize = 4096;
