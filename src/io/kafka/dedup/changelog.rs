@@ -67,11 +67,16 @@ impl Worker<'_> {
                     for (gen, entry) in entries {
                         self.stats.applied += 1;
                         match self.local.as_mut() {
-                            // Recorded only when the index gained it (not an echo of its own).
                             Some(l) => {
-                                let kept = entry.clone();
-                                if self.engine.apply(gen, entry) {
-                                    l.record([(gen, kept)]);
+                                // This worker's own entry, back from the changelog, is recorded
+                                // now; another's when the index gains it.
+                                if l.confirm(gen, &entry.key) {
+                                    self.engine.apply(gen, entry);
+                                } else {
+                                    let kept = entry.clone();
+                                    if self.engine.apply(gen, entry) {
+                                        l.record(gen, kept);
+                                    }
                                 }
                             }
                             None => {

@@ -1,18 +1,19 @@
 //! Local sled state of a dedup worker (`run --state-dir`): the replicated index and the
 //! changelog offset it covers, checkpointed as the worker runs, so that a restarted worker
 //! rebuilds its index from local disk and reads only the changelog's tail instead of the whole
-//! log. Entries are recorded once: this worker's own as it decides them, others' as the
-//! changelog brings them (an echo of an entry the index holds is not recorded again). A crash
-//! between checkpoints loses nothing: the changelog is read again from the stored offset, and
-//! entries the index already holds are skipped.
+//! log. Entries are recorded once, as the changelog brings them: others' when the index gains
+//! them, this worker's own when they come back (`Unconfirmed`), so the state never holds an
+//! entry the changelog lacks. A crash between checkpoints loses nothing: the changelog is read
+//! again from the stored offset, and entries the index already holds are skipped.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::super::gate::Progress;
 use super::super::KafkaError;
 use crate::engine::Engine;
-use crate::index::Entry;
+use crate::index::{Entry, OrderKey};
 use crate::state::{Checkpoint, StateError, Store};
 
 /// Entries recorded since the last checkpoint that force the next one.
@@ -31,6 +32,8 @@ pub(super) struct LocalState {
     store: Store,
     /// Entries recorded since the last checkpoint, as (generation, entry).
     pending: Vec<(i64, Entry)>,
+    /// This worker's own entries not read back from the changelog yet.
+    unconfirmed: Unconfirmed,
     /// The changelog offset the index covers up to (exclusive).
     changelog_offset: i64,
     last_commit: Instant,
@@ -78,6 +81,7 @@ impl LocalState {
         let local = LocalState {
             store,
             pending: Vec::new(),
+            unconfirmed: Unconfirmed::default(),
             changelog_offset,
             last_commit: Instant::now(),
             last_chunk: 0,
@@ -104,9 +108,27 @@ impl LocalState {
         Ok(())
     }
 
-    /// Records entries the index gained.
-    pub(super) fn record(&mut self, entries: impl IntoIterator<Item = (i64, Entry)>) {
-        self.pending.extend(entries);
+    /// Notes entries this worker decided: recorded once the changelog brings them back
+    /// (`applied`).
+    pub(super) fn decided(&mut self, entries: impl IntoIterator<Item = (i64, Entry)>) {
+        self.unconfirmed.decided(entries);
+    }
+
+    /// Takes this worker's own entry with generation `gen` and key `key` off the unconfirmed
+    /// ones, if it is one, and records it: the changelog holds it now.
+    pub(super) fn confirm(&mut self, gen: i64, key: &OrderKey) -> bool {
+        match self.unconfirmed.echoed(gen, key) {
+            Some(e) => {
+                self.pending.push((gen, e));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Records an entry of another worker that the index gained from the changelog.
+    pub(super) fn record(&mut self, gen: i64, entry: Entry) {
+        self.pending.push((gen, entry));
     }
 
     /// The changelog record at `offset` was applied.
@@ -118,6 +140,7 @@ impl LocalState {
     /// everything applied from now on is recorded again.
     pub(super) fn clear(&mut self) -> Result<(), KafkaError> {
         self.pending.clear();
+        self.unconfirmed = Unconfirmed::default();
         self.changelog_offset = 0;
         self.store.clear_entries().map_err(state_err)
     }
@@ -157,5 +180,75 @@ impl LocalState {
         self.pending.clear();
         self.last_commit = Instant::now();
         Ok(())
+    }
+}
+
+/// A worker's own index entries between deciding them and reading them back from the
+/// changelog. A checkpoint that stored one before the changelog held it could outlive it: after
+/// a crash the post is decided again, finds its own entry in the restored index, and sends
+/// nothing, so no other worker would ever get the entry.
+#[derive(Default)]
+struct Unconfirmed(HashMap<(i64, OrderKey), Entry>);
+
+impl Unconfirmed {
+    fn decided(&mut self, entries: impl IntoIterator<Item = (i64, Entry)>) {
+        self.0
+            .extend(entries.into_iter().map(|(gen, e)| ((gen, e.key), e)));
+    }
+
+    /// The entry of this worker with generation `gen` and key `key`, read back now, if any.
+    fn echoed(&mut self, gen: i64, key: &OrderKey) -> Option<Entry> {
+        self.0.remove(&(gen, *key))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::{EventTime, Fingerprint, PostId};
+
+    fn entry(id: &str, seq: u64) -> Entry {
+        Entry {
+            id: PostId(id.into()),
+            key: OrderKey {
+                tau: 100,
+                arrival: 0,
+                partition: 2,
+                seq,
+            },
+            time: EventTime(100),
+            fingerprint: Fingerprint(7),
+            chars: "今天下雨".chars().collect(),
+            text_hash: 1,
+            tokens: Box::default(),
+        }
+    }
+
+    #[test]
+    fn own_entries_are_recorded_when_the_changelog_brings_them_back() {
+        let dir = std::env::temp_dir().join(format!("simdedup-local-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (mut l, restored) =
+            LocalState::open(&dir, "test", 1 << 20, Duration::from_secs(3600)).unwrap();
+        assert!(restored.is_none());
+        let (a, b) = (entry("a", 1), entry("b", 2));
+        l.decided([(0, a.clone()), (0, b.clone())]);
+        assert!(l.pending.is_empty(), "not on the changelog yet");
+        // Another worker's entry, and an echo that is not this worker's: not confirmations.
+        assert!(!l.confirm(0, &entry("c", 9).key));
+        l.record(0, entry("c", 9));
+        // `a` comes back; `b` never made it to the changelog (the worker crashes).
+        assert!(l.confirm(0, &a.key));
+        assert!(!l.confirm(0, &a.key), "confirmed once");
+        assert!(!l.confirm(1, &b.key), "another generation");
+        let ids: Vec<&str> = l.pending.iter().map(|(_, e)| e.id.0.as_str()).collect();
+        assert_eq!(ids, ["c", "a"]);
+        l.clear().unwrap();
+        assert!(
+            !l.confirm(0, &b.key),
+            "a rebuild forgets what was unconfirmed"
+        );
+        drop(l);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

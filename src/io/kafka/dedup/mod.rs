@@ -430,7 +430,7 @@ impl<'a> Worker<'a> {
         };
         let changes = self.engine.take_changes();
         if let Some(l) = self.local.as_mut() {
-            l.record(changes.iter().cloned());
+            l.decided(changes.iter().cloned());
         }
         self.unsent.extend(changes);
         if slot.index == 0 {
