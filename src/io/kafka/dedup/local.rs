@@ -109,7 +109,7 @@ impl LocalState {
     }
 
     /// Notes entries this worker decided: recorded once the changelog brings them back
-    /// (`applied`).
+    /// (`confirm`).
     pub(super) fn decided(&mut self, entries: impl IntoIterator<Item = (i64, Entry)>) {
         self.unconfirmed.decided(entries);
     }
