@@ -11,7 +11,8 @@
 # Defaults: kill, ../shared/bench/weibo-dev-small/posts.jsonl, kill after 15,000 decided records.
 # Environment: SIMDEDUP_KILL_TIMEOUT (seconds to wait for all verdicts, default 1800),
 # SIMDEDUP_RESTART_DELAY (seconds between the kill and the restart, default 15: see below),
-# SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports).
+# SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports); it is kept anyway, and the posts
+# named, when a post came out with two different verdicts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-kill}
@@ -121,10 +122,18 @@ conflicting = [i for i in live if len(live[i]) > 1]
 same = sum(1 for i in ref if live.get(i) == ref[i])
 print(f"posts: {len(ids)}  with a verdict: {len(live)}  rejected: {rejected}  lost: {len(lost)}")
 print(f"posts with two different verdicts: {len(conflicting)}")
+for i in conflicting[:10]:
+    print(f"  {i}: {sorted(live[i])}; the file pipeline: {sorted(ref.get(i, []))}")
+open(f"{w}/conflicting", "w").write(str(len(conflicting)))
 print(f"same verdict as the undisturbed pipeline: {same} of {len(ref)} ({same / len(ref):.4%})")
 print(f"wall time from start to all verdicts: {elapsed} s")
 PY
 [ "$mode" = all ] || grep -h "assigned\|revoked\|rebalance" "$work"/a.log "$work"/b*.log | tail -20 >&2 || true
+if [ "$(cat "$work/conflicting")" != 0 ]; then
+  # Keep what a post with two verdicts needs to be explained: the logs and the exports.
+  SIMDEDUP_BENCH_KEEP=1
+  echo "posts with two verdicts: work dir kept, $work" >&2
+fi
 truth=$(dirname "$input")/truth.jsonl
 score=$(dirname "$input")/../score.py
 if [ -f "$truth" ] && [ -f "$score" ]; then
