@@ -248,6 +248,9 @@ pub struct Engine {
     stats: EngineStats,
     /// Generations below this were dropped (expired, or skipped when applied).
     dropped_below: Option<i64>,
+    /// Generations from this one on are kept whatever the partitions' horizons say
+    /// (`hold_window_of`).
+    hold: Option<i64>,
 }
 
 impl Engine {
@@ -274,6 +277,7 @@ impl Engine {
             pending: Vec::new(),
             stats: EngineStats::default(),
             dropped_below: None,
+            hold: None,
         })
     }
 
@@ -309,12 +313,23 @@ impl Engine {
         }
     }
 
-    /// The oldest generation any partition still needs, if any post was seen.
+    /// The oldest generation any partition still needs, if any post was seen (and no older
+    /// one is held, `hold_window_of`).
     pub fn min_live_generation(&self) -> Option<i64> {
-        self.horizons
+        let own = self
+            .horizons
             .values()
             .map(|h| self.window.min_live_generation(h.mark))
-            .min()
+            .min()?;
+        Some(self.hold.map_or(own, |h| own.min(h)))
+    }
+
+    /// Keeps the window of a post at event time `tau` (`None`: lifts the hold) whatever the
+    /// partitions' horizons say: a Kafka worker holds the window of a partition it starts from
+    /// the beginning, which has no horizon until its first post is decided, so that deciding
+    /// (or applying) other partitions' posts meanwhile does not expire what that post needs.
+    pub fn hold_window_of(&mut self, tau: Option<i64>) {
+        self.hold = tau.map(|t| self.window.min_live_generation(t));
     }
 
     /// Counters so far.

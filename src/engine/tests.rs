@@ -94,6 +94,50 @@ fn a_partition_resumed_behind_expired_entries_is_detected_and_a_rebuild_restores
 }
 
 #[test]
+fn a_held_window_survives_a_rebuild_and_other_partitions_running_ahead() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let a = post(&tok, TEXT);
+    let mut first = Engine::new(&cfg()).unwrap();
+    first.decide(at(0, 1), &id("a"), Some(EventTime(10)), &a);
+    let log = first.take_changes();
+    // A worker owns partition 1, far ahead (2000), and starts partition 0 from its first record
+    // (no watermark yet; its head is at 500, whose window reaches back to generation 0).
+    let mut e = Engine::new(&cfg()).unwrap();
+    e.set_watermark(1, Some((2000, 0)));
+    e.set_watermark(0, None);
+    let rebuild = |e: &mut Engine| {
+        e.clear_index();
+        log.iter()
+            .filter(|(gen, entry)| e.apply(*gen, entry.clone()))
+            .count()
+    };
+    assert_eq!(
+        rebuild(&mut e),
+        0,
+        "without a hold, partition 1's window drops it"
+    );
+    e.hold_window_of(Some(500));
+    assert_eq!(rebuild(&mut e), 1, "held for partition 0's head");
+    // Partition 1 decides on meanwhile: nothing partition 0's head needs expires.
+    e.decide(
+        at(1, 9),
+        &id("x"),
+        Some(EventTime(2001)),
+        &post(&tok, "完全不同的另一条"),
+    );
+    match e.decide(at(0, 2), &id("b"), Some(EventTime(500)), &a) {
+        Verdict::Duplicate(d) => assert_eq!(d.cluster, id("a")),
+        other => panic!("expected duplicate, got {other:?}"),
+    }
+    // Partition 0 now has its own horizon: the hold is lifted and expiry goes on.
+    e.hold_window_of(None);
+    assert_eq!(
+        e.min_live_generation(),
+        Some(e.window().min_live_generation(500))
+    );
+}
+
+#[test]
 fn entries_ordered_after_the_post_are_invisible_to_it() {
     let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
     let mut e = Engine::new(&cfg()).unwrap();

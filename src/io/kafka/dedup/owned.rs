@@ -226,6 +226,7 @@ impl Worker<'_> {
                 o.next_offset = offset;
             }
         }
+        self.hold_fresh_windows();
         let behind: Vec<u32> = self
             .owned
             .keys()
@@ -243,5 +244,18 @@ impl Worker<'_> {
             self.rebuild_index(c, stop)?;
         }
         Ok(())
+    }
+
+    /// Holds the window of the earliest head among started partitions without a watermark
+    /// (started from their first record): until that post is decided, nothing it may match is
+    /// expired by posts of partitions further ahead, nor skipped by a rebuild of the index.
+    pub(super) fn hold_fresh_windows(&mut self) {
+        let oldest = self
+            .owned
+            .iter()
+            .filter(|(p, o)| o.started && !self.engine.watermarks().contains_key(p))
+            .filter_map(|(p, _)| self.head_key(*p).map(|k| k.tau))
+            .min();
+        self.engine.hold_window_of(oldest);
     }
 }
