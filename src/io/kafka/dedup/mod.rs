@@ -258,7 +258,6 @@ pub fn run(
         w.read_changelog(&c.reader, Duration::ZERO, false);
         let busy = w.poll_routed(&c)?;
         w.start_partitions(&c, stop)?;
-        w.hold_fresh_windows();
         w.read_ahead(&c)?;
         let decided = w.decide_ready(&c)?;
         let blocked = decided == 0 && w.owned.values().any(|o| !o.buf.is_empty());

@@ -185,6 +185,8 @@ impl Worker<'_> {
     /// end since they were assigned: each resumes with the watermark its previous owner had just
     /// before the resume offset (commits happen only right after a progress marker). A partition
     /// that resumes behind what this worker's index has already expired gets the index rebuilt.
+    /// Each call also renews the window held for partitions started from their first record
+    /// (`hold_fresh_windows`).
     pub(super) fn start_partitions(
         &mut self,
         c: &Clients,
@@ -249,7 +251,7 @@ impl Worker<'_> {
     /// Holds the window of the earliest head among started partitions without a watermark
     /// (started from their first record): until that post is decided, nothing it may match is
     /// expired by posts of partitions further ahead, nor skipped by a rebuild of the index.
-    pub(super) fn hold_fresh_windows(&mut self) {
+    fn hold_fresh_windows(&mut self) {
         let oldest = self
             .owned
             .iter()
