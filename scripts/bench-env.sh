@@ -1,10 +1,15 @@
 # Sourced (from the repository root) by kafka-check.sh, bench-live.sh and bench-backlog.sh:
 # `bench_start` builds the release binary ($bin), makes a work dir ($work; kept when
 # SIMDEDUP_BENCH_KEEP=1), starts a tansu broker on SQLite in it and exports SIMDEDUP_BROKERS;
-# on exit the processes in $pids are killed and the broker stopped.
+# on exit the processes in $pids are killed and the broker stopped. SIMDEDUP_BENCH_BIN names
+# another simdedup binary to run instead (to compare two builds side by side).
 bench_start() {
-  cargo build --release --locked -q
-  bin=$PWD/target/release/simdedup
+  if [ -n "${SIMDEDUP_BENCH_BIN:-}" ]; then
+    bin=$SIMDEDUP_BENCH_BIN
+  else
+    cargo build --release --locked -q
+    bin=$PWD/target/release/simdedup
+  fi
   work=$(mktemp -d)
   echo "work dir: $work" >&2
   export SIMDEDUP_RUN=$work/broker
