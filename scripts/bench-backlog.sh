@@ -6,7 +6,8 @@
 # to the last verdict, each worker's CPU seconds per 1,000 posts, and each dedup worker's share
 # of wall time spent waiting on the global order (simdedup_order_wait_seconds_total: posts
 # buffered, none allowed yet) and how many posts it decided ahead of their turn
-# (simdedup_decided_ahead_total).
+# (simdedup_decided_ahead_total), and how many posts waited and for how long on average
+# (simdedup_post_wait_seconds).
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
@@ -120,7 +121,9 @@ for i in "${!names[@]}"; do
   cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/${pids[$i]}/stat")
   wait_s=$(metric "$nm" simdedup_order_wait_seconds_total)
   ahead=$(metric "$nm" simdedup_decided_ahead_total)
+  waited=$(metric "$nm" simdedup_post_wait_seconds_count)
+  waited_s=$(metric "$nm" simdedup_post_wait_seconds_sum)
   line="$nm: CPU $(python3 -c "print(round($cpu / $n * 1000, 3))") s per 1,000 posts"
-  [ "$nm" = route ] || line+="; waiting on the order $(python3 -c "print(round(100 * $wait_s / ($t1 - $t0), 1))")% of the wall time; $ahead posts decided ahead of their turn"
+  [ "$nm" = route ] || line+="; waiting on the order $(python3 -c "print(round(100 * $wait_s / ($t1 - $t0), 1))")% of the wall time; $ahead posts decided ahead of their turn; $waited posts waited, $(python3 -c "print(round(1000 * $waited_s / max($waited, 1)))") ms each on average"
   echo "$line"
 done

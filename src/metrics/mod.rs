@@ -79,6 +79,7 @@ pub struct Metrics {
     /// Reception latency: [route stage (raw records), dedup stage (routed posts)].
     received: [SharedHist; 2],
     order_wait: Counter<f64, std::sync::atomic::AtomicU64>,
+    post_wait: SharedHist,
     decided_ahead: Counter,
     outputs_acked: Counter,
     engine: Arc<EngineCell>,
@@ -177,6 +178,12 @@ impl Metrics {
             "Dedup workers: time with posts buffered but none allowed by the global order (waiting for other partitions' progress)",
             order_wait.clone(),
         );
+        let post_wait = SharedHist::new(Scale::Millis);
+        r.register(
+            "simdedup_post_wait_seconds",
+            "Dedup workers: per post that waited in the global order, the time from its first wait to its decision",
+            post_wait.clone(),
+        );
         let decided_ahead = Counter::default();
         r.register(
             "simdedup_decided_ahead",
@@ -205,6 +212,7 @@ impl Metrics {
             end_to_end,
             received,
             order_wait,
+            post_wait,
             decided_ahead,
             outputs_acked,
             engine,
@@ -256,6 +264,12 @@ impl Metrics {
     /// Time a dedup worker spent with posts buffered that the global order did not allow yet.
     pub fn order_wait(&self, d: Duration) {
         self.order_wait.inc_by(d.as_secs_f64());
+    }
+
+    /// How long a post that waited in the global order waited, from its first wait to its
+    /// decision.
+    pub fn observe_post_wait(&self, d: Duration) {
+        self.post_wait.with(|h| h.observe(d.as_millis() as u64));
     }
 
     /// A post decided ahead of its turn in the global order (`io::kafka::lookahead`).

@@ -78,6 +78,11 @@ fn histograms_have_cumulative_buckets_sum_and_count() {
     let text = m.render();
     assert!(text.contains("simdedup_received_latency_seconds_sum{stage=\"dedup\"} 0.25\n"));
     assert!(text.contains("simdedup_received_latency_seconds_sum{stage=\"route\"} 0.01\n"));
+    m.observe_post_wait(Duration::from_millis(150));
+    m.observe_post_wait(Duration::from_millis(30));
+    let text = m.render();
+    assert!(text.contains("simdedup_post_wait_seconds_count 2\n"));
+    assert!(text.contains("simdedup_post_wait_seconds_sum 0.18\n"));
 }
 
 #[test]

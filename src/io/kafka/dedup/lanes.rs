@@ -6,6 +6,7 @@
 //! the other lanes go on meanwhile.
 
 use std::cell::{Cell, OnceCell};
+use std::time::Instant;
 
 use super::super::gate;
 use super::super::gate::frontier;
@@ -40,7 +41,12 @@ impl Worker<'_> {
                         next = Some((*p, ahead));
                         break;
                     }
-                    None => self.ahead.wanted = true,
+                    None => {
+                        self.ahead.wanted = true;
+                        if let Some(o) = self.owned.get_mut(p) {
+                            o.head_waiting_since.get_or_insert_with(Instant::now);
+                        }
+                    }
                 }
             }
             let Some((p, ahead)) = next else {

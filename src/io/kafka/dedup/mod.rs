@@ -395,9 +395,15 @@ impl<'a> Worker<'a> {
     }
 
     pub(super) fn decide_one(&mut self, c: &Clients, p: u32) -> Result<(), KafkaError> {
-        let Some(slot) = self.owned.get_mut(&p).and_then(|o| o.buf.pop_front()) else {
+        let Some(o) = self.owned.get_mut(&p) else {
             return Ok(());
         };
+        let Some(slot) = o.buf.pop_front() else {
+            return Ok(());
+        };
+        if let Some(since) = o.head_waiting_since.take() {
+            metrics::global().observe_post_wait(since.elapsed());
+        }
         let offset = slot.offset;
         self.stats.records += 1;
         if self.stats.records.is_multiple_of(PROGRESS_LOG_EVERY) {

@@ -63,6 +63,8 @@ pub(super) struct Owned {
     pub(super) sent_at: Instant,
     pub(super) acked_markers: VecDeque<u64>,
     pub(super) stored: Option<u64>,
+    /// Since when the head post has waited in the global order, if it has.
+    pub(super) head_waiting_since: Option<Instant>,
 }
 
 impl Owned {
@@ -81,6 +83,7 @@ impl Owned {
             sent_at: Instant::now(),
             acked_markers: VecDeque::new(),
             stored: None,
+            head_waiting_since: None,
         }
     }
 }
