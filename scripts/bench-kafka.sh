@@ -9,7 +9,8 @@
 # Environment:
 #   SIMDEDUP_BENCH_STORAGE=memory      tansu's in-memory storage instead of SQLite;
 #   SIMDEDUP_BENCH_BASELINE=confluent  the baseline is scripts/passthrough.py, a confluent-kafka
-#                                      (Python) loop, installed with pip into target/bench-venv.
+#                                      (Python) loop, installed with pip into target/bench-venv;
+#   SIMDEDUP_BENCH_BIN=PATH            another simdedup binary instead of this checkout's build.
 # For example the 400,000 oldest rumdect posts on memory storage against confluent-kafka:
 #   python3 scripts/rumdect.py 400000 > out/rumdect400k.jsonl
 #   SIMDEDUP_BENCH_STORAGE=memory SIMDEDUP_BENCH_BASELINE=confluent \
@@ -18,8 +19,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 input=${1:-../shared/bench/weibo-dev-small/posts.jsonl}
 copies=${2:-2}
-cargo build --release --locked -q
-bin=$PWD/target/release/simdedup
+if [ -n "${SIMDEDUP_BENCH_BIN:-}" ]; then
+  bin=$SIMDEDUP_BENCH_BIN
+else
+  cargo build --release --locked -q
+  bin=$PWD/target/release/simdedup
+fi
 work=$(mktemp -d)
 echo "work dir: $work" >&2
 export SIMDEDUP_RUN=$work/broker

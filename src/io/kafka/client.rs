@@ -271,17 +271,47 @@ pub fn envelope_producer(
     with_acks(envelope_producer_config(k), Some(envelopes))
 }
 
+/// A producer, a sender of delivery reports and their receiving end.
+pub type Reporting = (
+    ThreadedProducer<AckContext>,
+    Sender<Delivery>,
+    Receiver<Delivery>,
+);
+
+/// A producer, the receiving end of its delivery reports, and a sender for more producers
+/// reporting there (`producer_reporting_to`).
+pub fn producer_and_sender(k: &KafkaConfig) -> Result<Reporting, KafkaError> {
+    let (tx, rx) = channel();
+    Ok((with_acks_to(producer_config(k), tx.clone(), None)?, tx, rx))
+}
+
+/// A producer (`producer_config`) whose delivery reports go to `tx`.
+pub fn producer_reporting_to(
+    k: &KafkaConfig,
+    tx: Sender<Delivery>,
+) -> Result<ThreadedProducer<AckContext>, KafkaError> {
+    with_acks_to(producer_config(k), tx, None)
+}
+
 /// A producer made from `c` whose delivery reports arrive on the receiver.
 fn with_acks(
     c: ClientConfig,
     envelopes: Option<Arc<DeliveredEnds>>,
 ) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
     let (tx, rx) = channel();
-    let p = c.create_with_context(AckContext {
+    Ok((with_acks_to(c, tx, envelopes)?, rx))
+}
+
+/// A producer made from `c` whose delivery reports go to `tx`.
+fn with_acks_to(
+    c: ClientConfig,
+    tx: Sender<Delivery>,
+    envelopes: Option<Arc<DeliveredEnds>>,
+) -> Result<ThreadedProducer<AckContext>, KafkaError> {
+    Ok(c.create_with_context(AckContext {
         tx: Mutex::new(tx),
         envelopes,
-    })?;
-    Ok((p, rx))
+    })?)
 }
 
 /// A rebalance as the worker loop sees it.

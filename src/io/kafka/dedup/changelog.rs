@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdError;
-use rdkafka::producer::Producer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::super::client::{self, Tag};
@@ -118,8 +117,7 @@ impl Worker<'_> {
         stop: &AtomicBool,
     ) -> Result<(), KafkaError> {
         self.flush_changelog(c)?;
-        c.producer
-            .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
+        c.flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
         self.settle(c)?;
         self.engine.clear_index();
         if let Some(l) = self.local.as_mut() {
@@ -192,7 +190,7 @@ impl Worker<'_> {
             last_offset: None,
         };
         send(
-            &c.producer,
+            c.changelog(),
             &c.deliveries,
             &mut self.acks,
             Out {
@@ -218,7 +216,7 @@ impl Worker<'_> {
             payload: &value,
             tag: Tag::Changelog,
         };
-        send(&c.producer, &c.deliveries, &mut self.acks, out)
+        send(c.changelog(), &c.deliveries, &mut self.acks, out)
     }
 
     /// Publishes a progress marker for each owned partition whose bound changed, at most every
@@ -262,7 +260,7 @@ impl Worker<'_> {
                 payload: &value,
                 tag,
             };
-            send(&c.producer, &c.deliveries, &mut self.acks, out)?;
+            send(c.changelog(), &c.deliveries, &mut self.acks, out)?;
             if let Some(o) = self.owned.get_mut(&p) {
                 o.sent = Some(state);
                 o.sent_at = Instant::now();

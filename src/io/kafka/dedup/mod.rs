@@ -25,21 +25,20 @@
 
 mod ahead;
 mod changelog;
+mod clients;
 mod lanes;
 mod local;
 mod owned;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{Producer, ThreadedProducer};
+use rdkafka::consumer::Consumer;
 use rdkafka::Offset;
 
 use super::acks::Acks;
-use super::client::{self, AckContext, Delivery, RebalanceLog, Tag};
+use super::client::{self, Tag};
 use super::gate::{self, Bound, Progress};
 use super::lookahead::Lookahead;
 use super::outbox::{self, send, settle, Out};
@@ -53,6 +52,7 @@ use crate::io::records::{self, Decided, Sink};
 use crate::metrics::{self, Stage};
 use crate::types::{RejectReason, Rejection};
 use changelog::CHANGELOG_BATCH;
+use clients::Clients;
 use owned::Owned;
 
 /// A dedup worker's local state dir (`run --state-dir`).
@@ -142,14 +142,6 @@ const ROUTING_WAIT_FACTOR: u32 = 10;
 /// `fetch.wait.max.ms`, 10 ms by default) must have reported the high watermarks since.
 const UPSTREAM_SETTLE: Duration = Duration::from_millis(250);
 
-struct Clients {
-    consumer: BaseConsumer<RebalanceLog>,
-    reader: BaseConsumer<client::QuietContext>,
-    ahead: BaseConsumer<client::QuietContext>,
-    producer: ThreadedProducer<AckContext>,
-    deliveries: Receiver<Delivery>,
-}
-
 /// Runs a dedup worker until `stop` is set. With `routing` (the status of a route stage in the
 /// same process, see `route::run`), no partition counts as idle before that stage has been
 /// routing for `idle_after_ms`, or has been caught up for `UPSTREAM_SETTLE`: on a backlog the
@@ -163,21 +155,7 @@ pub fn run(
     routing: Option<&RouteStatus>,
     state: Option<&LocalStateDir>,
 ) -> Result<DedupStats, KafkaError> {
-    let consumer: BaseConsumer<RebalanceLog> =
-        client::consumer_config(k, &format!("{}.dedup", k.group_id))
-            .create_with_context(RebalanceLog::new(&k.routed_topic))?;
-    let reader: BaseConsumer<client::QuietContext> =
-        client::reader_config(k).create_with_context(client::QuietContext)?;
-    let ahead: BaseConsumer<client::QuietContext> =
-        client::ahead_config(k).create_with_context(client::QuietContext)?;
-    let (producer, deliveries) = client::producer(k)?;
-    let c = Clients {
-        consumer,
-        reader,
-        ahead,
-        producer,
-        deliveries,
-    };
+    let c = Clients::new(k)?;
     let cold = match state {
         Some(s) if cfg.state.spill_texts => {
             let spill = s.dir.join("spill");
@@ -559,8 +537,7 @@ impl<'a> Worker<'a> {
     fn shutdown(&mut self, c: &Clients) -> Result<(), KafkaError> {
         let deadline = Instant::now() + Duration::from_millis(self.k.shutdown_timeout_ms);
         self.publish_markers(c, true)?;
-        c.producer
-            .flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
+        c.flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
         while Instant::now() < deadline {
             self.settle(c)?;
             self.store_offsets(c)?;

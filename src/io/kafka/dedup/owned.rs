@@ -111,6 +111,9 @@ impl Worker<'_> {
                 }
             }
         }
+        if !self.owned.is_empty() && self.owned.len() < self.partitions as usize {
+            c.separate_changelog(self.k)?;
+        }
         Ok(())
     }
 
