@@ -75,7 +75,8 @@ impl Worker<'_> {
         key: &OrderKey,
         heads: &[(u32, Option<OrderKey>)],
     ) -> Option<bool> {
-        let head = self.owned.get(&p)?.buf.front()?;
+        let lane = self.owned.get(&p)?;
+        let head = lane.buf.front()?;
         let v = self.k.visibility();
         let ahead = Cell::new(false);
         let bits = OnceCell::new();
@@ -87,7 +88,9 @@ impl Worker<'_> {
                     let c = if self.owned.contains_key(&q) {
                         self.own_check(q, key, &sketch, bits)
                     } else {
-                        self.lookahead.check(q, key, &sketch, bits)
+                        let mut checked = lane.head_checked.borrow_mut();
+                        let from = checked.entry(q).or_default();
+                        self.lookahead.check_resuming(q, key, &sketch, bits, from)
                     };
                     self.ahead.note(c);
                     c == Check::Clear

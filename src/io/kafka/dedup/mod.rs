@@ -382,6 +382,7 @@ impl<'a> Worker<'a> {
         if let Some(since) = o.head_waiting_since.take() {
             metrics::global().observe_post_wait(since.elapsed());
         }
+        o.head_checked.get_mut().clear();
         let offset = slot.offset;
         self.stats.records += 1;
         if self.stats.records.is_multiple_of(PROGRESS_LOG_EVERY) {

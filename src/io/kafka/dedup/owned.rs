@@ -2,7 +2,8 @@
 //! into per-partition buffers, and starting a partition at the watermark its previous owner
 //! left (from the changelog's progress markers).
 
-use std::collections::VecDeque;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use super::super::lookahead::gates_of;
 use super::super::wire::{decode_routed_record, RoutedPost, Words};
 use super::super::KafkaError;
 use super::{Clients, Worker, IDLE_WAIT};
+use crate::index::OrderKey;
 use crate::metrics;
 use crate::verify::Gates;
 
@@ -65,6 +67,9 @@ pub(super) struct Owned {
     pub(super) stored: Option<u64>,
     /// Since when the head post has waited in the global order, if it has.
     pub(super) head_waiting_since: Option<Instant>,
+    /// Per partition read ahead, how far the head post was compared with its undecided posts
+    /// (`Lookahead::check_resuming`).
+    pub(super) head_checked: RefCell<BTreeMap<u32, Option<OrderKey>>>,
 }
 
 impl Owned {
@@ -84,6 +89,7 @@ impl Owned {
             acked_markers: VecDeque::new(),
             stored: None,
             head_waiting_since: None,
+            head_checked: RefCell::default(),
         }
     }
 }
