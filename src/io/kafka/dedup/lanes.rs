@@ -44,7 +44,7 @@ impl Worker<'_> {
                     None => {
                         self.ahead.wanted = true;
                         if let Some(o) = self.owned.get_mut(p) {
-                            o.head_waiting_since.get_or_insert_with(Instant::now);
+                            o.head.waiting_since.get_or_insert_with(Instant::now);
                         }
                     }
                 }
@@ -88,7 +88,7 @@ impl Worker<'_> {
                     let c = if self.owned.contains_key(&q) {
                         self.own_check(q, key, &sketch, bits)
                     } else {
-                        let mut checked = lane.head_checked.borrow_mut();
+                        let mut checked = lane.head.checked.borrow_mut();
                         let from = checked.entry(q).or_default();
                         self.lookahead.check_resuming(q, key, &sketch, bits, from)
                     };

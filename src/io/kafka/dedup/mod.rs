@@ -379,10 +379,9 @@ impl<'a> Worker<'a> {
         let Some(slot) = o.buf.pop_front() else {
             return Ok(());
         };
-        if let Some(since) = o.head_waiting_since.take() {
+        if let Some(since) = std::mem::take(&mut o.head).waiting_since {
             metrics::global().observe_post_wait(since.elapsed());
         }
-        o.head_checked.get_mut().clear();
         let offset = slot.offset;
         self.stats.records += 1;
         if self.stats.records.is_multiple_of(PROGRESS_LOG_EVERY) {

@@ -65,11 +65,18 @@ pub(super) struct Owned {
     pub(super) sent_at: Instant,
     pub(super) acked_markers: VecDeque<u64>,
     pub(super) stored: Option<u64>,
-    /// Since when the head post has waited in the global order, if it has.
-    pub(super) head_waiting_since: Option<Instant>,
-    /// Per partition read ahead, how far the head post was compared with its undecided posts
+    /// What is known of the head post while it waits (reset when it is decided).
+    pub(super) head: Head,
+}
+
+/// What is known of a lane's head post while it waits.
+#[derive(Default)]
+pub(super) struct Head {
+    /// Since when it has waited in the global order, if it has.
+    pub(super) waiting_since: Option<Instant>,
+    /// Per partition read ahead, how far it was compared with the undecided posts there
     /// (`Lookahead::check_resuming`).
-    pub(super) head_checked: RefCell<BTreeMap<u32, Option<OrderKey>>>,
+    pub(super) checked: RefCell<BTreeMap<u32, Option<OrderKey>>>,
 }
 
 impl Owned {
@@ -88,8 +95,7 @@ impl Owned {
             sent_at: Instant::now(),
             acked_markers: VecDeque::new(),
             stored: None,
-            head_waiting_since: None,
-            head_checked: RefCell::default(),
+            head: Head::default(),
         }
     }
 }
