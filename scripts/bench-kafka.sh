@@ -19,12 +19,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 input=${1:-../shared/bench/weibo-dev-small/posts.jsonl}
 copies=${2:-2}
-if [ -n "${SIMDEDUP_BENCH_BIN:-}" ]; then
-  bin=$SIMDEDUP_BENCH_BIN
-else
-  cargo build --release --locked -q
-  bin=$PWD/target/release/simdedup
-fi
+source scripts/bench-env.sh
+bench_bin
 work=$(mktemp -d)
 echo "work dir: $work" >&2
 export SIMDEDUP_RUN=$work/broker

@@ -113,6 +113,9 @@ impl Worker<'_> {
                     for p in ps {
                         self.owned.insert(p, Owned::new(starts.get(&p).copied()));
                     }
+                    if !self.owned.is_empty() && self.owned.len() < self.partitions as usize {
+                        c.separate_changelog(self.k)?;
+                    }
                 }
                 RebalanceEvent::Revoked(ps) => {
                     for p in ps {
@@ -122,9 +125,6 @@ impl Worker<'_> {
                     }
                 }
             }
-        }
-        if !self.owned.is_empty() && self.owned.len() < self.partitions as usize {
-            c.separate_changelog(self.k)?;
         }
         Ok(())
     }
