@@ -24,6 +24,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use simdedup::app::config::Config;
+use simdedup::app::layers;
 use simdedup::text::tokenize::Tokenizer;
 
 /// Command-line settings.
@@ -119,7 +120,13 @@ impl Args {
 fn main() {
     let args = Args::parse();
     std::fs::create_dir_all(&args.out).expect("create --out");
-    let cfg = Config::default();
+    // Compiled defaults, then the configuration variables (`SIMDEDUP_INDEX__POSTING_SCAN_CAP=64`),
+    // as `simdedup` layers them.
+    let loaded = layers::load(&[], std::env::vars_os()).expect("configuration variables");
+    let cfg: Config = loaded.config;
+    if !loaded.env_vars.is_empty() {
+        eprintln!("configuration variables: {}", loaded.env_vars.join(" "));
+    }
     let stop = cfg.stopwords().expect("stopwords");
     let tokenizer = Tokenizer::new(cfg.text.weighting, &stop);
     let decoder = simdedup::input::Decoder::new(&cfg.input);
@@ -145,7 +152,7 @@ fn main() {
     let outcome = run::run(&args, &cfg, &tokenizer, &corpus, &mut dev, &dev_ids);
     let mut summary = serde_json::json!({
         "args": args,
-        "config": "compiled defaults (config/default.toml)",
+        "config": {"defaults": "config/default.toml", "variables": loaded.env_vars},
         "corpus": {
             "posts_read": corpus.posts_read, "posts_used": corpus.posts_used,
             "events_used": corpus.events_used, "posts_excluded": corpus.posts_excluded,
