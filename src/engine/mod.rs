@@ -490,8 +490,8 @@ impl Engine {
                     .index
                     .cluster_of(r)
                     .unwrap_or_else(|| (id.clone(), EventTime(t)));
-                // Ties prefer the newest generation, so an existing copy in `gen` wins and no
-                // second copy is made.
+                // The newest generation holding a match wins, so an existing copy in `gen` wins
+                // and no second copy is made.
                 if r.gen < gen && !late {
                     self.refresh(r, key, gen);
                 }

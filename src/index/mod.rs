@@ -8,6 +8,7 @@ mod build;
 mod candidates;
 pub mod cold;
 pub mod entry;
+mod find;
 pub mod grams;
 mod inspect;
 mod numbers;
@@ -25,7 +26,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use build::Indexer;
-use candidates::PREFETCH_AHEAD;
 use cold::ColdFactory;
 pub use entry::{Entry, EntryView, OrderKey, Visibility};
 use grams::Gram;
@@ -37,9 +37,7 @@ pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;
 use crate::types::PostId;
-use crate::verify::{
-    may_accept, unverified, verify_within, Bits, Budget, Match, Sketch, VerifyConfig, VerifyMode,
-};
+use crate::verify::{Sketch, VerifyConfig, VerifyMode};
 
 /// Index shape and scan bounds (the `[index]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -368,122 +366,6 @@ impl Index {
 
     fn gram_indexed(&self, chars: usize) -> bool {
         self.indexer().gram_indexed(chars)
-    }
-
-    /// Finds the best verified earlier match of `q`, newest generation first. Ties go to the
-    /// newer generation, then the older entry, so the result is deterministic.
-    pub fn find(
-        &self,
-        q: &Query<'_>,
-        scratch: &mut Scratch,
-        stats: &mut QueryStats,
-    ) -> Option<(EntryRef, Match)> {
-        for seg in self
-            .segments
-            .iter()
-            .rev()
-            .take_while(|s| s.gen >= q.min_gen)
-        {
-            if let Some(slot) = seg.earliest(q.sketch.text_hash, q.sketch.chars) {
-                let Ok(cold) = seg.store.cold(slot, &mut scratch.cold) else {
-                    stats.cold_read_errors += 1;
-                    continue;
-                };
-                if cold.id != q.id.0
-                    && q.before.sees(&cold.key, &q.visibility)
-                    && seg.same_text(slot, &cold, q.sketch.chars)
-                {
-                    let e = cold.sketch(
-                        seg.store.meta(slot),
-                        &mut scratch.chars,
-                        &mut scratch.tokens,
-                    );
-                    stats.candidates += 1;
-                    let r = EntryRef { gen: seg.gen, slot };
-                    let mut budget = Budget::unlimited();
-                    let m = verify_within(&q.sketch, &e, &self.verify, &mut budget);
-                    stats.verify_cells += budget.spent();
-                    return m.ok().flatten().map(|m| (r, m));
-                }
-            }
-        }
-        scratch.cands.clear();
-        let q_bits = Bits::of(&q.sketch);
-        for seg in self
-            .segments
-            .iter()
-            .rev()
-            .take_while(|s| s.gen >= q.min_gen)
-        {
-            self.simhash_candidates(seg, q, scratch, stats);
-            self.gram_candidates(seg, q, scratch, stats);
-        }
-        let mut best: Option<(EntryRef, Match)> = None;
-        let mut cands = std::mem::take(&mut scratch.cands);
-        // Newest generation first, then oldest slot: the first of equal scores wins.
-        cands.sort_unstable_by(|a, b| b.gen.cmp(&a.gen).then(a.slot.cmp(&b.slot)));
-        cands.dedup();
-        let mut budget = Budget::new(self.verify.max_verify_cells_per_post);
-        let mut seg: Option<&Segment> = None;
-        for (i, r) in cands.iter().enumerate() {
-            // Candidates come grouped by generation: find each segment once.
-            if seg.is_none_or(|s| s.gen != r.gen) {
-                seg = self.segment(r.gen);
-            }
-            let Some(s) = seg else { continue };
-            if let Some(ahead) = cands.get(i + PREFETCH_AHEAD).filter(|a| a.gen == s.gen) {
-                s.store.prefetch(ahead.slot);
-            }
-            if !s.has_slot(r.slot) {
-                continue;
-            }
-            let meta = s.store.meta(r.slot);
-            if !self.simhash_only() {
-                // Rejected by verification's own gates, without reading the entry (nothing is
-                // charged to the budget either way). Its own id or a later key would have
-                // skipped it before verification; a gate-rejected one counts as verified.
-                // (The post's own entry, re-processed, has its text hash and always passes.)
-                if !may_accept(&q.sketch, &q_bits, &meta.gates(), &self.verify) {
-                    stats.candidates += 1;
-                    stats.verify_rejects += 1;
-                    stats.gate_rejects += 1;
-                    continue;
-                }
-            }
-            let Ok(cold) = s.store.cold(r.slot, &mut scratch.cold) else {
-                stats.cold_read_errors += 1;
-                continue;
-            };
-            if cold.id == q.id.0 || !q.before.sees(&cold.key, &q.visibility) {
-                continue;
-            }
-            stats.candidates += 1;
-            let e = cold.sketch(meta, &mut scratch.chars, &mut scratch.tokens);
-            let verdict = if self.simhash_only() {
-                Some(unverified(&q.sketch, &e, &self.verify))
-            } else {
-                match verify_within(&q.sketch, &e, &self.verify, &mut budget) {
-                    Ok(v) => v,
-                    Err(_) => {
-                        // Candidates are in a deterministic order, so the cut is too.
-                        stats.verify_budget_exhausted = 1;
-                        stats.candidates_unverified += (cands.len() - i) as u64;
-                        stats.candidates -= 1;
-                        break;
-                    }
-                }
-            };
-            match verdict {
-                Some(m) if best.as_ref().is_none_or(|(_, b)| m.score > b.score) => {
-                    best = Some((*r, m))
-                }
-                Some(_) => {}
-                None => stats.verify_rejects += 1,
-            }
-        }
-        stats.verify_cells += budget.spent();
-        scratch.cands = cands;
-        best
     }
 }
 

@@ -26,24 +26,26 @@ fn entry(n: u64, text: &str) -> Entry {
     }
 }
 
-/// The best match among `entries` by `verify` alone, with `find`'s tie-break (newest
-/// generation, then the older slot).
+/// What `find` must return, by `verify` alone over `entries`: an entry with the query's text if
+/// there is one (the newest generation's, then the older slot), else the best match of the newest
+/// generation that holds one (ties to the older slot).
 fn scan(entries: &[(i64, u32, Entry)], q: &Entry) -> Option<(EntryRef, Method, f32)> {
     let cfg = VerifyConfig::default();
-    let mut best: Option<(EntryRef, Method, f32)> = None;
     let mut order: Vec<_> = entries.iter().collect();
     order.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let found =
+        |gen: i64, slot: u32, m: crate::verify::Match| (EntryRef { gen, slot }, m.method, m.score);
+    if let Some((gen, slot, e)) = order.iter().find(|(_, _, e)| e.chars == q.chars) {
+        return verify(&q.sketch(), &e.sketch(), &cfg).map(|m| found(*gen, *slot, m));
+    }
+    let mut best: Option<(EntryRef, Method, f32)> = None;
     for (gen, slot, e) in order {
+        if best.as_ref().is_some_and(|b| b.0.gen != *gen) {
+            break;
+        }
         if let Some(m) = verify(&q.sketch(), &e.sketch(), &cfg) {
             if best.as_ref().is_none_or(|b| m.score > b.2) {
-                best = Some((
-                    EntryRef {
-                        gen: *gen,
-                        slot: *slot,
-                    },
-                    m.method,
-                    m.score,
-                ));
+                best = Some(found(*gen, *slot, m));
             }
         }
     }
