@@ -47,18 +47,26 @@ impl Index {
             return;
         }
         let fp = q.sketch.fingerprint;
+        // Every table's newest `bucket_scan_cap` slots first, then their fingerprints: buckets
+        // are short, so a prefetch ahead within one bucket would come too late.
+        scratch.slots.clear();
         for (t, table) in seg.tables.iter().enumerate() {
             let bucket = table.get(&self.layout.key(t, fp));
             stats.bucket_sizes.observe(bucket.len() as u64);
             if bucket.len() > self.cfg.bucket_scan_cap {
                 stats.bucket_scans_capped += 1;
             }
-            scratch.slots.clear();
+            let start = scratch.slots.len();
             bucket.append_to(&mut scratch.slots);
-            for slot in newest_first(seg, &scratch.slots, self.cfg.bucket_scan_cap) {
-                if (seg.store.meta(slot).fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance {
-                    scratch.cands.push(EntryRef { gen: seg.gen, slot });
-                }
+            let older = (scratch.slots.len() - start).saturating_sub(self.cfg.bucket_scan_cap);
+            scratch.slots.drain(start..start + older);
+        }
+        for (i, &slot) in scratch.slots.iter().enumerate() {
+            if let Some(&ahead) = scratch.slots.get(i + PREFETCH_AHEAD) {
+                seg.store.prefetch(ahead);
+            }
+            if (seg.store.meta(slot).fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance {
+                scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }
         }
     }
@@ -157,7 +165,10 @@ impl Index {
             scratch.ranked.select_nth_unstable(probes - 1);
         }
         scratch.ranked[..probes].sort_unstable();
+        // The lists' newest slots within `posting_scan_cap` first, with the side each must be
+        // on, then their lengths, prefetched a few ahead across lists (most lists are short).
         let mut budget = self.cfg.posting_scan_cap;
+        scratch.sided.clear();
         for i in 0..probes {
             let lists = p.lists(scratch.ranked[i].2);
             // (list, how the entry's length must compare with the query's: 0 either way, -1
@@ -183,18 +194,25 @@ impl Index {
                 }
                 scratch.slots.clear();
                 list.append_to(&mut scratch.slots);
-                for slot in newest_first(seg, &scratch.slots, budget) {
-                    let m = seg.store.meta(slot).chars();
-                    let sided = match side {
-                        -1 => m as usize <= n,
-                        1 => m as usize >= n,
-                        _ => true,
-                    };
-                    if sided && self.comparable_lengths(n, m) {
-                        scratch.cands.push(EntryRef { gen: seg.gen, slot });
-                    }
-                }
+                let newest = &scratch.slots[scratch.slots.len().saturating_sub(budget)..];
+                scratch
+                    .sided
+                    .extend(newest.iter().rev().map(|&slot| (slot, side)));
                 budget = budget.saturating_sub(list.len());
+            }
+        }
+        for (i, &(slot, side)) in scratch.sided.iter().enumerate() {
+            if let Some(&(ahead, _)) = scratch.sided.get(i + PREFETCH_AHEAD) {
+                seg.store.prefetch(ahead);
+            }
+            let m = seg.store.meta(slot).chars();
+            let sided = match side {
+                -1 => m as usize <= n,
+                1 => m as usize >= n,
+                _ => true,
+            };
+            if sided && self.comparable_lengths(n, m) {
+                scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }
         }
     }

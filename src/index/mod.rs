@@ -161,6 +161,9 @@ pub struct Scratch {
     grams: Vec<Gram>,
     /// One posting list, decoded.
     slots: Vec<u32>,
+    /// Slots of a sealed generation's prefix lists, with the side of the query's length each
+    /// must be on (see `Index::prefix_candidates`).
+    sided: Vec<(u32, i8)>,
     /// A candidate's cold record, when read from outside memory.
     cold: Vec<u8>,
     /// A candidate's text and tokens, decoded for verification.
