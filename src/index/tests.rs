@@ -150,3 +150,45 @@ fn a_32_bit_hash_collision_does_not_hide_an_exact_match() {
         "{a} / {b}"
     );
 }
+
+// Each block table's scan keeps the newest `bucket_scan_cap` slots of the query's bucket, and
+// of those the ones within `max_distance` become candidates.
+#[test]
+fn a_bucket_scan_keeps_each_tables_newest_slots_within_the_distance() {
+    let cfg = IndexConfig {
+        bucket_scan_cap: 3,
+        ..IndexConfig::default()
+    };
+    let mut idx = Index::new(cfg, VerifyConfig::default()).unwrap();
+    let mut scratch = Scratch::default();
+    let fp = 0x0123_4567_89ab_cdef_u64;
+    // Short texts (no bigram postings) with enough tokens for the block tables; the last one
+    // differs from the others in 4 bits of the lowest block only, so it shares the buckets of
+    // the three tables keyed on other blocks but is too far to be a candidate.
+    let tabled = |n: u64, fp: u64| Entry {
+        fingerprint: Fingerprint(fp),
+        tokens: (0..8).collect(),
+        ..entry(n, "甲乙")
+    };
+    for n in 0..6 {
+        idx.insert(0, tabled(n, fp), &mut scratch);
+    }
+    idx.insert(0, tabled(6, fp ^ 0xf), &mut scratch);
+    let q = tabled(7, fp);
+    let query = Query {
+        id: &q.id,
+        before: q.key,
+        visibility: Default::default(),
+        min_gen: 0,
+        sketch: q.sketch(),
+        grams: &[],
+    };
+    let simhash: Vec<u32> = idx
+        .candidate_sources(&query)
+        .into_iter()
+        .filter(|(_, s)| s.simhash)
+        .map(|(r, _)| r.slot)
+        .collect();
+    // The lowest block's table: slots 3, 4 and 5; the other tables: 4, 5 and 6, 6 too far.
+    assert_eq!(simhash, [3, 4, 5]);
+}
