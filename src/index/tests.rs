@@ -26,6 +26,18 @@ fn entry(n: u64, text: &str) -> Entry {
     }
 }
 
+/// `e` asking for its earlier near-duplicates, over the whole index, with bigrams `grams`.
+fn query_of<'a>(e: &'a Entry, grams: &'a [Gram]) -> Query<'a> {
+    Query {
+        id: &e.id,
+        before: e.key,
+        visibility: Default::default(),
+        min_gen: 0,
+        sketch: e.sketch(),
+        grams,
+    }
+}
+
 /// What `find` must return, by `verify` alone over `entries`: an entry with the query's text if
 /// there is one (the newest generation's, then the older slot), else the best match of the newest
 /// generation that holds one (ties to the older slot).
@@ -90,14 +102,7 @@ proptest! {
                 g
             };
             let g = grams_of(&e);
-            let q = Query {
-                id: &e.id,
-                before: e.key,
-                visibility: Default::default(),
-                min_gen: 0,
-                sketch: e.sketch(),
-                grams: &g,
-            };
+            let q = query_of(&e, &g);
             let want = scan(&stored, &e);
             let mut stats = QueryStats::default();
             let got = idx
@@ -135,14 +140,7 @@ fn a_32_bit_hash_collision_does_not_hide_an_exact_match() {
     idx.insert(0, entry(1, &b), &mut scratch);
     idx.insert(0, entry(2, &a), &mut scratch);
     let q = entry(3, &a);
-    let query = Query {
-        id: &q.id,
-        before: q.key,
-        visibility: Default::default(),
-        min_gen: 0,
-        sketch: q.sketch(),
-        grams: &[],
-    };
+    let query = query_of(&q, &[]);
     let got = idx.find(&query, &mut scratch, &mut QueryStats::default());
     assert_eq!(
         got.map(|(r, m)| (r.slot, m.method)),
@@ -175,14 +173,7 @@ fn a_bucket_scan_keeps_each_tables_newest_slots_within_the_distance() {
     }
     idx.insert(0, tabled(6, fp ^ 0xf), &mut scratch);
     let q = tabled(7, fp);
-    let query = Query {
-        id: &q.id,
-        before: q.key,
-        visibility: Default::default(),
-        min_gen: 0,
-        sketch: q.sketch(),
-        grams: &[],
-    };
+    let query = query_of(&q, &[]);
     let simhash: Vec<u32> = idx
         .candidate_sources(&query)
         .into_iter()
