@@ -96,7 +96,8 @@ pub struct QueryStats {
     pub verify_cells: u64,
     /// Queries (posts) whose verification budget ran out: 1 for a query, summed over queries.
     pub verify_budget_exhausted: u64,
-    /// Candidates left unverified because the post's verification budget ran out.
+    /// Candidates left unverified because the post's verification budget ran out, in the
+    /// generation where it ran out (older generations are then not searched).
     pub candidates_unverified: u64,
     /// Candidates skipped because their stored record could not be read.
     pub cold_read_errors: u64,

@@ -495,7 +495,7 @@ impl Collector for EngineCell {
             ),
             (
                 "simdedup_candidates_unverified",
-                "Candidates left unverified because their post's verification budget ran out",
+                "Candidates of the generation where their post's verification budget ran out, left unverified",
                 q.candidates_unverified,
             ),
             (
