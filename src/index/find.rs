@@ -55,7 +55,10 @@ impl Index {
     }
 
     /// The live generations of `q`'s window, newest first.
-    fn live_segments<'s>(&'s self, q: &Query<'_>) -> impl Iterator<Item = &'s Segment> + 's {
+    pub(super) fn live_segments<'s>(
+        &'s self,
+        q: &Query<'_>,
+    ) -> impl Iterator<Item = &'s Segment> + 's {
         let min_gen = q.min_gen;
         self.segments
             .iter()

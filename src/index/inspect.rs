@@ -109,12 +109,7 @@ impl Index {
     pub(crate) fn candidate_sources(&self, q: &Query<'_>) -> Vec<(EntryRef, Sources)> {
         let mut found: std::collections::BTreeMap<EntryRef, Sources> = Default::default();
         let mut stats = QueryStats::default();
-        for seg in self
-            .segments
-            .iter()
-            .rev()
-            .take_while(|s| s.gen >= q.min_gen)
-        {
+        for seg in self.live_segments(q) {
             if let Some(slot) = seg.earliest(q.sketch.text_hash, q.sketch.chars) {
                 let mut buf = Vec::new();
                 if seg
