@@ -9,11 +9,9 @@ use super::cold::ColdFactory;
 use super::entry::DecodeError;
 use super::grams::{self, Gram};
 use super::packed::Packed;
-use super::postings::Postings;
 use super::prefix::PrefixBuilder;
 use super::segment::Segment;
 use super::{Entry, Index, IndexConfig, Scratch, TableLayout};
-use crate::types::Fingerprint;
 use crate::verify::{VerifyConfig, VerifyMode};
 
 /// What indexing an entry needs of the index: its configuration, not its generations, so that
@@ -92,7 +90,7 @@ impl<'a> Indexer<'a> {
     /// A sealed generation `gen` holding the stored entries `packed` in order, its records in a
     /// store of `cold`. Each entry is decoded once, without allocating, and goes straight into
     /// the generation's store; the block tables and bigram postings are built in one go
-    /// (`Postings::build`, `PrefixBuilder`), as pushing every entry and sealing would leave them.
+    /// (`SealedTable::build`, `PrefixBuilder`), as pushing every entry and sealing would leave them.
     /// `scratch` keeps its memory from one generation to the next.
     fn build(
         &self,
@@ -128,20 +126,12 @@ impl<'a> Indexer<'a> {
             prefix.add(grams);
             lens.push(chars.len() as u32);
         }
-        let n = seg.store.len() as u32;
-        for (t, table) in seg.tables.iter_mut().enumerate() {
-            let store = &seg.store;
-            *table = Postings::build(n, |slot, out| {
-                out.clear();
-                let m = store.meta(slot);
-                if self.tabled(m.tokens as usize) {
-                    out.push(self.layout.key(t, Fingerprint(m.fingerprint)));
-                }
-            });
-        }
+        seg.sealed_tables = seg.build_tables(self.layout, |s| {
+            self.tabled(seg.store.meta(s).tokens as usize)
+        });
         let prefix = prefix.finish(|slot| lens[slot as usize], self.verify);
         seg.prefix = (prefix.postings() > 0).then_some(prefix);
-        seg.seal(self.verify);
+        seg.seal(self.layout, self.verify);
         Ok(seg)
     }
 }

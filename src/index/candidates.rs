@@ -47,19 +47,28 @@ impl Index {
             return;
         }
         let fp = q.sketch.fingerprint;
-        // Every table's newest `bucket_scan_cap` slots first, then their fingerprints: buckets
-        // are short, so a prefetch ahead within one bucket would come too late.
+        let cap = self.cfg.bucket_scan_cap;
+        // Every table's newest `bucket_scan_cap` slots first (those added since the generation
+        // was sealed are the newest), then their fingerprints: buckets are short, so a prefetch
+        // ahead within one bucket would come too late. A sealed table's scan leaves out the
+        // slots whose stored fragment is already too far.
         scratch.slots.clear();
         for (t, table) in seg.tables.iter().enumerate() {
             let bucket = table.get(&self.layout.key(t, fp));
-            stats.bucket_sizes.observe(bucket.len() as u64);
-            if bucket.len() > self.cfg.bucket_scan_cap {
-                stats.bucket_scans_capped += 1;
-            }
             let start = scratch.slots.len();
             bucket.append_to(&mut scratch.slots);
-            let older = (scratch.slots.len() - start).saturating_sub(self.cfg.bucket_scan_cap);
+            let older = (scratch.slots.len() - start).saturating_sub(cap);
             scratch.slots.drain(start..start + older);
+            let mut size = bucket.len();
+            if let Some(sealed) = seg.sealed_tables.get(t) {
+                let p = self.layout.permuted(t, fp);
+                let left = cap.saturating_sub(bucket.len());
+                size += sealed.scan(p, self.cfg.max_distance, left, &mut scratch.slots);
+            }
+            stats.bucket_sizes.observe(size as u64);
+            if size > cap {
+                stats.bucket_scans_capped += 1;
+            }
         }
         for (i, &slot) in scratch.slots.iter().enumerate() {
             if let Some(&ahead) = scratch.slots.get(i + PREFETCH_AHEAD) {

@@ -85,6 +85,10 @@ impl Index {
                             .map(|(k, v)| (t, k, v.len(), v.last().unwrap_or(0))),
                     );
                 }
+                for (t, table) in s.sealed_tables.iter().enumerate() {
+                    sh.buckets
+                        .extend(table.buckets().map(|(k, n, newest)| (t, k, n, newest)));
+                }
                 sh.postings.extend(
                     s.grams
                         .iter()

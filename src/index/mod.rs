@@ -15,6 +15,7 @@ mod numbers;
 pub mod packed;
 pub mod postings;
 pub mod prefix;
+mod sealed_table;
 mod segment;
 pub mod slots;
 pub mod store;
@@ -238,6 +239,11 @@ impl Index {
             m.cold += s.store.cold_bytes();
             m.texts += s.texts.bytes();
             m.tables += s.tables.iter().map(Postings::approx_bytes).sum::<usize>();
+            m.tables += s
+                .sealed_tables
+                .iter()
+                .map(|t| t.approx_bytes())
+                .sum::<usize>();
             m.grams += s.grams.approx_bytes();
             m.grams += s.prefix.as_ref().map_or(0, |p| p.approx_bytes());
         }
@@ -309,7 +315,7 @@ impl Index {
             self.insert_with(gen, e, scratch, false);
         }
         if let Some(seg) = self.segments.iter_mut().find(|s| s.gen == gen) {
-            seg.seal(&self.verify);
+            seg.seal(&self.layout, &self.verify);
         }
     }
 
@@ -338,7 +344,7 @@ impl Index {
                 // The newest generation so far: the one before it is complete unless late
                 // posts arrive, so its postings are merged into their compact form now.
                 if let Some(prev) = self.segments.back_mut() {
-                    prev.compact(&self.verify);
+                    prev.compact(&self.layout, &self.verify);
                 }
                 let cold = self.cold.create(gen);
                 self.segments

@@ -207,93 +207,6 @@ impl<K: Copy + Eq + Hash> Postings<K> {
         }
     }
 
-    /// A sealed multimap built in one go (a restart): `keys(slot, out)` writes the distinct keys
-    /// of each slot `0..slots` to `out` (cleared first). Each slot's keys are asked for once
-    /// and each posting costs one map probe: the first pass gives every distinct key a dense
-    /// number and records the postings as those numbers, slot by slot; a counting sort then
-    /// places every slot at its key's offset, and each key's slots are encoded as gaps. No vector
-    /// per key and no reallocation of the run.
-    pub fn build(slots: u32, mut keys: impl FnMut(u32, &mut Vec<K>)) -> Postings<K> {
-        let mut buf = Vec::new();
-        // Per key: its number while building, then (start in the run, slots).
-        let mut map: FxHashMap<K, (u32, u32)> = FxHashMap::default();
-        // Per key number: how many slots carry it.
-        let mut counts: Vec<u32> = Vec::new();
-        // Every posting's key number, slot by slot, and where each slot's postings end.
-        let mut seq: Vec<u32> = Vec::new();
-        let mut ends: Vec<usize> = Vec::with_capacity(slots as usize);
-        for s in 0..slots {
-            keys(s, &mut buf);
-            for k in &buf {
-                let fresh = counts.len() as u32;
-                let id = map.entry(*k).or_insert((fresh, 0)).0;
-                if id == fresh {
-                    counts.push(0);
-                }
-                counts[id as usize] += 1;
-                seq.push(id);
-            }
-            ends.push(seq.len());
-            if 5 * seq.len() > u32::MAX as usize {
-                break;
-            }
-        }
-        let total = seq.len();
-        if total == 0 || 5 * total > u32::MAX as usize {
-            // Nothing to hold, or a run past 32-bit offsets: the head holds it all.
-            let mut p = Postings::default();
-            for s in 0..slots {
-                keys(s, &mut buf);
-                buf.iter().for_each(|k| p.push_unsealed(*k, s));
-            }
-            return p;
-        }
-        // Each key's write position in `flat`, then (after placing) its end.
-        let mut pos = Vec::with_capacity(counts.len());
-        let mut next = 0u32;
-        for &n in &counts {
-            pos.push(next);
-            next += n;
-        }
-        let mut flat = vec![0u32; total];
-        let mut begin = 0;
-        for (s, &end) in ends.iter().enumerate() {
-            for &id in &seq[begin..end] {
-                let p = &mut pos[id as usize];
-                flat[*p as usize] = s as u32;
-                *p += 1;
-            }
-            begin = end;
-        }
-        drop(seq);
-        // Encode key by key, in key-number order; `pos` becomes each key's start in the run.
-        let mut run = Vec::with_capacity(2 * total);
-        let mut begin = 0;
-        for (p, &n) in pos.iter_mut().zip(&counts) {
-            let end = *p as usize;
-            *p = run.len() as u32;
-            let put = put_gaps(&mut run, flat[begin..end].iter().copied());
-            debug_assert_eq!(put, n);
-            begin = end;
-        }
-        run.shrink_to_fit();
-        let mut filter = Box::new([0; FILTER_WORDS]);
-        for (k, v) in map.iter_mut() {
-            let id = v.0 as usize;
-            *v = (pos[id], counts[id]);
-            let (w, b) = filter_bit(k);
-            filter[w] |= b;
-        }
-        Postings {
-            filter,
-            run_keys: map,
-            run,
-            run_len: total,
-            head: FxHashMap::default(),
-            head_len: 0,
-        }
-    }
-
     /// Adds `slot` under `key` without merging, for a bulk load that seals once at the end.
     #[inline]
     pub fn push_unsealed(&mut self, key: K, slot: u32) {
@@ -456,24 +369,6 @@ mod tests {
             }
             prop_assert!(p.get(&99).is_empty());
             prop_assert_eq!(p.iter().count(), want.len());
-        }
-
-        // A multimap built in one go holds what pushing every slot's keys in order holds.
-        #[test]
-        fn a_built_multimap_equals_a_pushed_one(slots in proptest::collection::vec(proptest::collection::btree_set(0u64..40, 0..6), 0..3000)) {
-            let built = Postings::build(slots.len() as u32, |s, out: &mut Vec<u64>| {
-                out.clear();
-                out.extend(slots[s as usize].iter().copied());
-            });
-            let mut pushed = Postings::default();
-            for (s, keys) in slots.iter().enumerate() {
-                keys.iter().for_each(|k| pushed.push(*k, s as u32));
-            }
-            prop_assert_eq!(built.postings(), pushed.postings());
-            prop_assert_eq!(built.keys(), pushed.keys());
-            for k in 0..41u64 {
-                prop_assert_eq!(built.get(&k).iter().collect::<Vec<_>>(), pushed.get(&k).iter().collect::<Vec<_>>());
-            }
         }
     }
 }

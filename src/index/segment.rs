@@ -5,8 +5,11 @@ use super::cold::ColdStore;
 use super::grams::Gram;
 use super::postings::Postings;
 use super::prefix::PrefixPostings;
+use super::sealed_table::SealedTable;
 use super::slots::SlotTable;
 use super::store::{self, short_hash, Store};
+use super::tables::TableLayout;
+use crate::types::Fingerprint;
 use crate::verify::VerifyConfig;
 
 /// Generations with fewer entries keep their postings in hash maps when a newer one starts
@@ -21,7 +24,11 @@ pub(super) struct Segment {
     /// Slots by text hash: the exact path, and `contains` and `has_copy` (an entry's key
     /// identifies its post, so the same key always comes with the same text).
     pub(super) texts: SlotTable,
+    /// The block tables' slots added since the generation was sealed (all of them before).
     pub(super) tables: Vec<Postings<u64>>,
+    /// The block tables of the entries present when the generation was sealed, one per table
+    /// (none before), in direct form.
+    pub(super) sealed_tables: Vec<SealedTable>,
     /// Bigram postings of every gram of each entry added since the generation was sealed (all
     /// of them before), for count filtering.
     pub(super) grams: Postings<Gram>,
@@ -36,6 +43,7 @@ impl Segment {
             store: Store::new(cold),
             texts: SlotTable::default(),
             tables: (0..tables).map(|_| Postings::default()).collect(),
+            sealed_tables: Vec::new(),
             grams: Postings::default(),
             prefix: None,
         }
@@ -118,16 +126,27 @@ impl Segment {
     }
 
     /// Seals a generation that stopped growing, unless it is too small for it to matter.
-    pub(super) fn compact(&mut self, verify: &VerifyConfig) {
+    pub(super) fn compact(&mut self, layout: &TableLayout, verify: &VerifyConfig) {
         if self.store.len() >= COMPACT_MIN_ENTRIES {
-            self.seal(verify);
+            self.seal(layout, verify);
         }
     }
 
-    /// Merges every structure into its compact form; the first time, the bigram postings go to
-    /// prefix form (entries added later, late posts, stay in `grams`).
-    pub(super) fn seal(&mut self, verify: &VerifyConfig) {
+    /// Merges every structure into its compact form; the first time, the block tables go to
+    /// direct form and the bigram postings to prefix form (entries added later, late posts,
+    /// stay in `tables` and `grams`).
+    pub(super) fn seal(&mut self, layout: &TableLayout, verify: &VerifyConfig) {
         self.store.shrink();
+        if self.sealed_tables.is_empty() && self.tables.iter().any(|t| !t.is_empty()) {
+            let mut tabled = vec![false; self.store.len()];
+            for (_, list) in self.tables[0].iter() {
+                list.iter().for_each(|s| tabled[s as usize] = true);
+            }
+            self.sealed_tables = self.build_tables(layout, |s| tabled[s as usize]);
+            self.tables
+                .iter_mut()
+                .for_each(|t| *t = Postings::default());
+        }
         self.tables.iter_mut().for_each(Postings::seal);
         self.grams.seal();
         if self.prefix.is_none() && !self.grams.is_empty() {
@@ -141,5 +160,21 @@ impl Segment {
             self.prefix = Some(prefix);
             self.grams = Postings::default();
         }
+    }
+
+    /// The direct-form block tables of the entries for which `tabled(slot)` holds.
+    pub(super) fn build_tables(
+        &self,
+        layout: &TableLayout,
+        tabled: impl Fn(u32) -> bool,
+    ) -> Vec<SealedTable> {
+        let store = &self.store;
+        (0..layout.tables())
+            .map(|t| {
+                SealedTable::build(layout.key_bits(t), store.len() as u32, |s| {
+                    tabled(s).then(|| layout.permuted(t, Fingerprint(store.meta(s).fingerprint)))
+                })
+            })
+            .collect()
     }
 }

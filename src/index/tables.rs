@@ -78,6 +78,24 @@ impl TableLayout {
         let mask = self.masks[t];
         (fp.0 & mask) >> mask.trailing_zeros()
     }
+
+    /// The width of table `t`'s keys in bits (from the mask's lowest to its highest bit).
+    pub fn key_bits(&self, t: usize) -> u32 {
+        let mask = self.masks[t];
+        64 - mask.leading_zeros() - mask.trailing_zeros()
+    }
+
+    /// `fp` permuted for table `t`: its key in the low `key_bits(t)` bits, then the bits of
+    /// `fp` above the key's highest bit and those below its lowest, in order. Two fingerprints
+    /// within distance `k` are within `k` on any set of the permuted bits outside the key
+    /// (a sealed table's fragment, see `sealed_table`).
+    #[inline]
+    pub fn permuted(&self, t: usize, fp: Fingerprint) -> u64 {
+        let mask = self.masks[t];
+        let (lo, width) = (mask.trailing_zeros(), self.key_bits(t));
+        let rest = fp.0.rotate_right(lo + width);
+        self.key(t, fp) | rest.checked_shl(width).unwrap_or(0)
+    }
 }
 
 #[cfg(test)]
@@ -105,7 +123,31 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_permuted_fingerprint_starts_with_the_key_and_keeps_the_other_bits() {
+        let layout = TableLayout::new(4, 3).unwrap();
+        let fp = Fingerprint(0x0123_4567_89ab_cdef);
+        for t in 0..layout.tables() {
+            let p = layout.permuted(t, fp);
+            assert_eq!(layout.key_bits(t), 16);
+            assert_eq!(p & 0xffff, layout.key(t, fp), "table {t}");
+            assert_eq!(p.count_ones(), fp.0.count_ones(), "table {t}");
+        }
+        assert_eq!(layout.permuted(0, fp), fp.0);
+        assert_eq!(layout.permuted(3, fp), 0x4567_89ab_cdef_0123);
+    }
+
     proptest! {
+        // Outside the key, permuted fingerprints differ in no more bits than the fingerprints.
+        #[test]
+        fn permuting_keeps_distances(a: u64, b: u64, blocks in 4usize..9) {
+            let layout = TableLayout::new(blocks, 3).unwrap();
+            for t in 0..layout.tables() {
+                let (pa, pb) = (layout.permuted(t, Fingerprint(a)), layout.permuted(t, Fingerprint(b)));
+                prop_assert!((pa ^ pb).count_ones() <= (a ^ b).count_ones());
+            }
+        }
+
         #[test]
         fn pigeonhole_distance_le_k_shares_a_key(a: u64, flips in proptest::collection::vec(0u32..64, 0..=3), b in 4usize..9) {
             let layout = TableLayout::new(b, 3).unwrap();

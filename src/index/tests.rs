@@ -115,7 +115,8 @@ proptest! {
             }
             if seal && n % 37 == 0 {
                 let v = VerifyConfig::default();
-                idx.segments.iter_mut().for_each(|s| s.seal(&v));
+                let layout = idx.layout.clone();
+                idx.segments.iter_mut().for_each(|s| s.seal(&layout, &v));
             }
         }
     }

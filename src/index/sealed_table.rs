@@ -1,0 +1,222 @@
+//! A sealed generation's block table in direct form. The mutable form (`Postings<u64>`) finds a
+//! key's bucket by a hash probe and then reads each slot's record for its fingerprint: at 20M
+//! live entries a query's buckets hold hundreds of slots, each a cache miss. Here a directory
+//! indexed by the low `dir_bits` bits of the table's permuted fingerprint (`TableLayout::
+//! permuted`: the key's bits first) gives each bucket's range, and every posting keeps 16 more
+//! bits of its fingerprint beside its slot. A scan reads the bucket's fragments in order, drops
+//! slots of another key and slots whose fragment alone is further than `max_distance`, and only
+//! the rest have their records read.
+//!
+//! The directory has `2^dir_bits` buckets, `dir_bits` at most the key's width and 16, and at
+//! most what the table's size needs (`ceil(log2(postings))`): a small generation does not pay
+//! for 65,536 buckets. When the key is wider than the directory, the fragment's low bits hold
+//! the key's next bits (up to 16 of them), compared for equality, so a bucket scan sees exactly
+//! the key's slots when the key is at most `dir_bits + 16` bits wide (16-bit keys, the default
+//! layout, always). Wider keys share fragments' bits between key and distance check; slots of
+//! another key then reach the record check, which drops the far ones (no near one is lost).
+
+/// Most directory bits: 65,536 buckets, 256 KiB a table.
+const MAX_DIR_BITS: u32 = 16;
+
+/// One block table of a sealed generation (see the module documentation).
+#[derive(Debug, Default)]
+pub struct SealedTable {
+    dir_bits: u32,
+    /// Fragment bits that belong to the key (compared for equality).
+    key_frag_bits: u32,
+    /// Bucket `b`'s postings are `starts[b]..starts[b + 1]` of `slots` and `frags`.
+    starts: Box<[u32]>,
+    slots: Box<[u32]>,
+    frags: Box<[u16]>,
+}
+
+impl SealedTable {
+    /// The table of the slots `0..slots` for which `permuted(slot)` gives a permuted fingerprint
+    /// (`None`: not in the block tables), for keys of `key_bits` bits. `permuted` is asked for
+    /// each slot twice (a counting sort), so it should be cheap.
+    pub fn build(key_bits: u32, slots: u32, permuted: impl Fn(u32) -> Option<u64>) -> SealedTable {
+        let postings = (0..slots).filter(|&s| permuted(s).is_some()).count();
+        let need = usize::BITS - postings.saturating_sub(1).leading_zeros();
+        let dir_bits = key_bits.min(MAX_DIR_BITS).min(need);
+        let mut t = SealedTable {
+            dir_bits,
+            key_frag_bits: (key_bits - dir_bits).min(16),
+            ..SealedTable::default()
+        };
+        let mut starts = vec![0u32; (1usize << dir_bits) + 1];
+        for s in 0..slots {
+            if let Some(p) = permuted(s) {
+                starts[t.bucket_of(p) + 1] += 1;
+            }
+        }
+        for b in 1..starts.len() {
+            starts[b] += starts[b - 1];
+        }
+        let mut next = starts.clone();
+        let mut out_slots = vec![0u32; postings];
+        let mut frags = vec![0u16; postings];
+        for s in 0..slots {
+            if let Some(p) = permuted(s) {
+                let at = &mut next[t.bucket_of(p)];
+                out_slots[*at as usize] = s;
+                frags[*at as usize] = t.frag_of(p);
+                *at += 1;
+            }
+        }
+        t.starts = starts.into_boxed_slice();
+        t.slots = out_slots.into_boxed_slice();
+        t.frags = frags.into_boxed_slice();
+        t
+    }
+
+    #[inline]
+    fn bucket_of(&self, p: u64) -> usize {
+        (p & ((1u64 << self.dir_bits) - 1)) as usize
+    }
+
+    #[inline]
+    fn frag_of(&self, p: u64) -> u16 {
+        (p >> self.dir_bits) as u16
+    }
+
+    /// Appends to `out` the slots of `p`'s key whose fragment is within `max_distance` of
+    /// `p`'s, among the key's newest `cap` slots, newest first. Returns how many slots the key
+    /// has (beyond `cap`, only counted).
+    #[inline]
+    pub fn scan(&self, p: u64, max_distance: u32, cap: usize, out: &mut Vec<u32>) -> usize {
+        let b = self.bucket_of(p);
+        let (Some(&lo), Some(&hi)) = (self.starts.get(b), self.starts.get(b + 1)) else {
+            return 0;
+        };
+        let (lo, hi) = (lo as usize, hi as usize);
+        let q = self.frag_of(p);
+        let key_mask = ((1u32 << self.key_frag_bits) - 1) as u16;
+        let frags = &self.frags[lo..hi];
+        let slots = &self.slots[lo..hi];
+        let mut met = 0;
+        let mut i = frags.len();
+        while i > 0 && met < cap {
+            i -= 1;
+            let x = frags[i] ^ q;
+            if x & key_mask == 0 {
+                met += 1;
+                if x.count_ones() <= max_distance {
+                    out.push(slots[i]);
+                }
+            }
+        }
+        met + frags[..i]
+            .iter()
+            .filter(|&&f| (f ^ q) & key_mask == 0)
+            .count()
+    }
+
+    /// Every key's slots, as (the key's bits this table holds, how many slots, the newest),
+    /// in no particular order.
+    pub fn buckets(&self) -> impl Iterator<Item = (u64, usize, u32)> + '_ {
+        let key_mask = (1u64 << self.key_frag_bits) - 1;
+        self.starts.windows(2).enumerate().flat_map(move |(b, w)| {
+            let mut keys: Vec<(u64, usize, u32)> = Vec::new();
+            for i in w[0] as usize..w[1] as usize {
+                let key = b as u64 | (u64::from(self.frags[i]) & key_mask) << self.dir_bits;
+                match keys.iter_mut().find(|k| k.0 == key) {
+                    Some(k) => {
+                        k.1 += 1;
+                        k.2 = self.slots[i];
+                    }
+                    None => keys.push((key, 1, self.slots[i])),
+                }
+            }
+            keys
+        })
+    }
+
+    /// Approximate bytes held.
+    pub fn approx_bytes(&self) -> usize {
+        4 * self.starts.len() + 6 * self.slots.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_scan_finds_the_keys_near_slots_newest_first_within_the_cap() {
+        // 16-bit keys; slots 0..6 share key 7, slot 6 has another key.
+        let near = |bits: u64| 7 | bits << 16;
+        let items = [
+            Some(near(0)),
+            Some(near(0b1)),
+            Some(near(0b1111)),
+            None,
+            Some(near(0b11)),
+            Some(near(0b111)),
+            Some(8 | 1 << 16),
+        ];
+        let t = SealedTable::build(16, items.len() as u32, |s| items[s as usize]);
+        assert_eq!(t.slots.len(), 6);
+        let mut out = Vec::new();
+        // Six slots take a directory of 3 bits: the fragment keeps the key's 13 other bits and
+        // 3 more, so slot 2, 4 bits off with one of them beyond, is left to the record check.
+        assert_eq!(t.scan(near(0), 3, 10, &mut out), 5);
+        assert_eq!(out, [5, 4, 2, 1, 0]);
+        out.clear();
+        assert_eq!(t.scan(near(0), 3, 2, &mut out), 5);
+        assert_eq!(out, [5, 4]);
+        let mut keys: Vec<_> = t.buckets().collect();
+        keys.sort();
+        assert_eq!(keys, [(7, 5, 5), (8, 1, 6)]);
+        // With 65,536 buckets the fragment holds 16 bits beyond the key, and slot 2 is dropped.
+        let mut many = items.to_vec();
+        many.extend((0..70_000).map(|i| Some(9 + i % 60_000)));
+        let t = SealedTable::build(16, many.len() as u32, |s| many[s as usize]);
+        out.clear();
+        assert_eq!(t.scan(near(0), 3, 10, &mut out), 5);
+        assert_eq!(out, [5, 4, 1, 0]);
+    }
+
+    #[test]
+    fn an_empty_table_scans_nothing() {
+        let t = SealedTable::build(16, 3, |_| None);
+        let mut out = Vec::new();
+        assert_eq!(t.scan(5, 3, 10, &mut out), 0);
+        assert!(out.is_empty());
+    }
+
+    proptest! {
+        // With keys at most 16 bits wider than the directory, a scan gives the slots of the
+        // query's key that a scan of every slot would, whatever size the directory took.
+        #[test]
+        fn a_scan_equals_a_scan_of_every_slot(
+            items in proptest::collection::vec(proptest::option::weighted(0.9, 0u64..1 << 24), 0..400),
+            key_bits in 1u32..=16,
+            q in 0u64..1 << 24,
+            pick in any::<proptest::sample::Index>(),
+            cap in 1usize..8,
+        ) {
+            // Queries on an existing key most of the time.
+            let present: Vec<u64> = items.iter().flatten().copied().collect();
+            let p = if present.is_empty() || q % 4 == 0 { q } else { *pick.get(&present) ^ (q & 0x30000) };
+            let t = SealedTable::build(key_bits, items.len() as u32, |s| items[s as usize]);
+            let mut out = Vec::new();
+            let size = t.scan(p, 3, cap, &mut out);
+            let frag_bits = t.dir_bits + 16;
+            // The table keeps 16 bits above the directory: the key's rest, then the others.
+            let within = |s: u32| {
+                let x = items[s as usize].unwrap_or(0) ^ p;
+                (x >> t.dir_bits) as u16 as u32 & !((1u32 << (key_bits - t.dir_bits)) - 1)
+            };
+            let key_mask = (1u64 << key_bits) - 1;
+            let same: Vec<u32> = (0..items.len() as u32)
+                .rev()
+                .filter(|&s| items[s as usize].is_some_and(|x| (x ^ p) & key_mask == 0))
+                .collect();
+            let want: Vec<u32> = same.iter().copied().take(cap).filter(|&s| within(s).count_ones() <= 3).collect();
+            prop_assert_eq!(size, same.len());
+            prop_assert!(frag_bits >= key_bits);
+            prop_assert_eq!(out, want);
+        }
+    }
+}
