@@ -3,7 +3,7 @@
 //! prefix form, see `prefix`).
 
 use super::postings::List;
-use super::prefix::PrefixPostings;
+use super::prefix::{Newest, PrefixPostings};
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 
 /// How many records ahead a scan prefetches (`Store::prefetch`).
@@ -184,12 +184,19 @@ impl Index {
             // not longer, 1 not shorter).
             let scans = [
                 (lists.first, if i <= ex { 0 } else { -1 }),
-                (if i <= ex { lists.edit } else { List::default() }, 0),
+                (
+                    if i <= ex {
+                        lists.edit
+                    } else {
+                        Newest::default()
+                    },
+                    0,
+                ),
                 (
                     if i == 0 {
                         lists.containing
                     } else {
-                        List::default()
+                        Newest::default()
                     },
                     1,
                 ),
@@ -201,12 +208,9 @@ impl Index {
                 if list.len() > budget {
                     stats.posting_scans_capped += 1;
                 }
-                scratch.slots.clear();
-                list.append_to(&mut scratch.slots);
-                let newest = &scratch.slots[scratch.slots.len().saturating_sub(budget)..];
                 scratch
                     .sided
-                    .extend(newest.iter().rev().map(|&slot| (slot, side)));
+                    .extend(list.iter().take(budget).map(|slot| (slot, side)));
                 budget = budget.saturating_sub(list.len());
             }
         }

@@ -98,7 +98,7 @@ impl Index {
                     sh.postings.extend(p.iter().map(|(g, l)| {
                         let newest = [l.first, l.edit, l.containing]
                             .iter()
-                            .filter_map(|v| v.last())
+                            .filter_map(|v| v.iter().next())
                             .max();
                         (g, l.len(), newest.unwrap_or(0))
                     }));

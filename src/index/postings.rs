@@ -80,16 +80,6 @@ pub struct List<'a> {
 }
 
 impl<'a> List<'a> {
-    /// A list of `len` slots stored as varint gaps at the start of `bytes` (see `put_varint`).
-    #[inline]
-    pub(super) fn of_gaps(bytes: &'a [u8], len: u32) -> List<'a> {
-        List {
-            sealed: bytes,
-            sealed_len: len,
-            head: &[],
-        }
-    }
-
     /// Number of slots.
     #[inline]
     pub fn len(&self) -> usize {
@@ -159,7 +149,7 @@ pub(super) fn put_varint(out: &mut Vec<u8>, mut v: u32) {
 }
 
 /// Appends ascending `slots` as varint gaps (the first, the slot itself); returns how many.
-pub(super) fn put_gaps(out: &mut Vec<u8>, slots: impl IntoIterator<Item = u32>) -> u32 {
+fn put_gaps(out: &mut Vec<u8>, slots: impl IntoIterator<Item = u32>) -> u32 {
     let (mut prev, mut n) = (0, 0);
     for slot in slots {
         put_varint(out, slot - prev);

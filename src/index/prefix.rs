@@ -22,6 +22,9 @@
 //! `containing` list when `i == 0`. A query gram absent from the generation counts 0 and ranks
 //! first, as it must: no entry of the generation holds it.
 //!
+//! Each list is stored newest slot first (varints of the gaps going down), so a scan cut at
+//! `posting_scan_cap` decodes only the slots it keeps, not a long list from its oldest.
+//!
 //! The order is the generation's own, frozen when it is sealed: built again from the same entries
 //! (a restart), a generation gets the same order and the same lists.
 
@@ -29,7 +32,7 @@ use rustc_hash::FxHashMap;
 
 use super::grams::{edit_missing_grams, max_missing_grams, Gram};
 use super::numbers::Numbers;
-use super::postings::{put_gaps, put_varint, take_varint, List, Postings};
+use super::postings::{put_varint, take_varint, Postings};
 use crate::verify::VerifyConfig;
 
 /// `start` of a gram that is in no entry's prefix.
@@ -47,15 +50,59 @@ pub struct PrefixPostings {
     postings: usize,
 }
 
-/// The three lists of one gram (see the module documentation), each in slot order.
+/// The three lists of one gram (see the module documentation), each newest slot first.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Lists<'a> {
     /// Entries whose first gram it is.
-    pub first: List<'a>,
+    pub first: Newest<'a>,
     /// Entries for which it ranks `1..=ey`.
-    pub edit: List<'a>,
+    pub edit: Newest<'a>,
     /// Entries for which it ranks above `ey`, up to `my`.
-    pub containing: List<'a>,
+    pub containing: Newest<'a>,
+}
+
+/// One list of slots stored newest first: varints of the newest slot, then of each gap down
+/// to the next.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Newest<'a> {
+    bytes: &'a [u8],
+    len: u32,
+}
+
+impl<'a> Newest<'a> {
+    /// Number of slots.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// True when the list has no slot.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The slots, newest first.
+    #[inline]
+    pub fn iter(&self) -> impl Iterator<Item = u32> + 'a {
+        let (mut bytes, mut prev) = (self.bytes, None::<u32>);
+        (0..self.len).map(move |_| {
+            let (v, rest) = take_varint(bytes);
+            bytes = rest;
+            let slot = prev.map_or(v, |p| p.wrapping_sub(v));
+            prev = Some(slot);
+            slot
+        })
+    }
+}
+
+/// Appends ascending `slots` newest first (see `Newest`).
+fn put_newest_first(out: &mut Vec<u8>, slots: &[u32]) {
+    let mut prev = None;
+    for &slot in slots.iter().rev() {
+        put_varint(out, prev.map_or(slot, |p: u32| p - slot));
+        prev = Some(slot);
+    }
 }
 
 impl Lists<'_> {
@@ -88,24 +135,25 @@ impl PrefixPostings {
         let mut run = Vec::new();
         let mut postings = 0;
         let mut bufs: [Vec<u8>; 3] = Default::default();
+        let mut classed: [Vec<u32>; 3] = Default::default();
         for (count, g) in order {
             let list = all.get(&g);
-            let mut lens = [0u32; 3];
-            let mut prev = [0u32; 3];
-            bufs.iter_mut().for_each(Vec::clear);
+            classed.iter_mut().for_each(Vec::clear);
             for slot in list.iter() {
                 let Some(r) = rank.get_mut(slot as usize) else {
                     continue;
                 };
                 let j = *r;
                 *r = j.saturating_add(1);
-                let Some(class) = class(j, limits[slot as usize]) else {
-                    continue;
-                };
-                put_varint(&mut bufs[class], slot - prev[class]);
-                prev[class] = slot;
-                lens[class] += 1;
+                if let Some(class) = class(j, limits[slot as usize]) {
+                    classed[class].push(slot);
+                }
             }
+            for (buf, slots) in bufs.iter_mut().zip(&classed) {
+                buf.clear();
+                put_newest_first(buf, slots);
+            }
+            let lens = classed.each_ref().map(|c| c.len() as u32);
             let start = put_lists(&mut run, lens, &bufs);
             postings += lens.iter().sum::<u32>() as usize;
             keys.insert(g, (count, start));
@@ -158,10 +206,11 @@ impl PrefixPostings {
         if rest.len() < b0 + b1 {
             return Lists::default();
         }
+        let list = |bytes, len| Newest { bytes, len };
         Lists {
-            first: List::of_gaps(&rest[..b0], n0),
-            edit: List::of_gaps(&rest[b0..b0 + b1], n1),
-            containing: List::of_gaps(&rest[b0 + b1..], n2),
+            first: list(&rest[..b0], n0),
+            edit: list(&rest[b0..b0 + b1], n1),
+            containing: list(&rest[b0 + b1..], n2),
         }
     }
 
@@ -297,10 +346,7 @@ impl PrefixBuilder {
         for (n, &id) in per_class.iter().zip(order.iter()) {
             for c in 0..3 {
                 bufs[c].clear();
-                put_gaps(
-                    &mut bufs[c],
-                    flat[begin..begin + n[c] as usize].iter().copied(),
-                );
+                put_newest_first(&mut bufs[c], &flat[begin..begin + n[c] as usize]);
                 begin += n[c] as usize;
             }
             let id = id as usize;
@@ -473,6 +519,19 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+        // A list stored newest first gives back its slots newest first, and any prefix of
+        // them decodes alone.
+        #[test]
+        fn a_list_reads_back_newest_first(set in proptest::collection::btree_set(any::<u32>(), 0..300), take in 0usize..300) {
+            let slots: Vec<u32> = set.into_iter().collect();
+            let mut bytes = Vec::new();
+            put_newest_first(&mut bytes, &slots);
+            let list = Newest { bytes: &bytes, len: slots.len() as u32 };
+            let newest: Vec<u32> = slots.iter().rev().copied().collect();
+            prop_assert_eq!(list.iter().collect::<Vec<_>>(), newest.clone());
+            prop_assert_eq!(list.iter().take(take).collect::<Vec<_>>(), newest[..take.min(newest.len())].to_vec());
+        }
 
         // Built in one go, the prefix form equals the one made of the complete postings.
         #[test]
