@@ -12,8 +12,8 @@ use crate::hist::Hist;
 use crate::index::entry::DecodeError;
 use crate::index::grams::{distinct_bigrams, Gram};
 use crate::index::{
-    Entry, EntryRef, Index, IndexConfig, LayoutError, OrderKey, Packed, Query, QueryStats, Scratch,
-    Visibility,
+    Entry, EntryRef, Found, Index, IndexConfig, LayoutError, OrderKey, Packed, Query, QueryStats,
+    Scratch, Visibility,
 };
 use crate::text::normalize::{Normalizer, Removed};
 use crate::text::tokenize::{Tokenizer, WeightedToken};
@@ -485,11 +485,12 @@ impl Engine {
         let gen = self.window.generation(t);
         let late = gen < self.window.min_live_generation(mark);
         match found {
-            Some((r, m)) => {
-                let (cluster, matched_time) = self
-                    .index
-                    .cluster_of(r)
-                    .unwrap_or_else(|| (id.clone(), EventTime(t)));
+            Some(Found {
+                r,
+                m,
+                cluster,
+                time: matched_time,
+            }) => {
                 // The newest generation holding a match wins, so an existing copy in `gen` wins
                 // and no second copy is made.
                 if r.gen < gen && !late {

@@ -3,15 +3,42 @@
 //! that holds a match, so a duplicate costs the generations it reaches, not the whole window.
 
 use super::candidates::PREFETCH_AHEAD;
+use super::store::Cold;
 use super::{EntryRef, Index, Query, QueryStats, Scratch, Segment};
+use crate::types::{EventTime, PostId};
 use crate::verify::{may_accept, unverified, verify_within, Bits, Budget, Match};
+
+/// A query's match: the entry, how it matched, and the cluster it names (read with the entry's
+/// record during the search, so that a duplicate's verdict needs no second read).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Found {
+    /// The matched entry.
+    pub r: EntryRef,
+    /// How it matched.
+    pub m: Match,
+    /// The entry's representative id.
+    pub cluster: PostId,
+    /// The representative's event time.
+    pub time: EventTime,
+}
+
+impl Found {
+    fn of(r: EntryRef, m: Match, cold: &Cold<'_>) -> Found {
+        Found {
+            r,
+            m,
+            cluster: PostId(cold.id.to_string()),
+            time: cold.time,
+        }
+    }
+}
 
 /// The verification state of one query across generations.
 struct Verifying<'q, 'a> {
     q: &'q Query<'a>,
     bits: Bits,
     budget: Budget,
-    best: Option<(EntryRef, Match)>,
+    best: Option<Found>,
 }
 
 impl Index {
@@ -26,7 +53,7 @@ impl Index {
         q: &Query<'_>,
         scratch: &mut Scratch,
         stats: &mut QueryStats,
-    ) -> Option<(EntryRef, Match)> {
+    ) -> Option<Found> {
         if let Some(found) = self.find_exact(q, scratch, stats) {
             return found;
         }
@@ -72,7 +99,7 @@ impl Index {
         q: &Query<'_>,
         scratch: &mut Scratch,
         stats: &mut QueryStats,
-    ) -> Option<Option<(EntryRef, Match)>> {
+    ) -> Option<Option<Found>> {
         for seg in self.live_segments(q) {
             let Some(slot) = seg.earliest(q.sketch.text_hash, q.sketch.chars) else {
                 continue;
@@ -95,7 +122,7 @@ impl Index {
                 let mut budget = Budget::unlimited();
                 let m = verify_within(&q.sketch, &e, &self.verify, &mut budget);
                 stats.verify_cells += budget.spent();
-                return Some(m.ok().flatten().map(|m| (r, m)));
+                return Some(m.ok().flatten().map(|m| Found::of(r, m, &cold)));
             }
         }
         None
@@ -155,8 +182,8 @@ impl Index {
                 }
             };
             match verdict {
-                Some(m) if v.best.as_ref().is_none_or(|(_, b)| m.score > b.score) => {
-                    v.best = Some((*r, m))
+                Some(m) if v.best.as_ref().is_none_or(|b| m.score > b.m.score) => {
+                    v.best = Some(Found::of(*r, m, &cold))
                 }
                 Some(_) => {}
                 None => stats.verify_rejects += 1,

@@ -29,6 +29,7 @@ use serde::{Deserialize, Serialize};
 use build::Indexer;
 use cold::ColdFactory;
 pub use entry::{Entry, EntryView, OrderKey, Visibility};
+pub use find::Found;
 use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
 pub use packed::Packed;
@@ -253,14 +254,6 @@ impl Index {
     /// Live generations, oldest first.
     pub fn generations(&self) -> impl Iterator<Item = (i64, usize)> + '_ {
         self.segments.iter().map(|s| (s.gen, s.store.len()))
-    }
-
-    /// The representative id and event time of the entry at `r` (what a duplicate reports).
-    pub fn cluster_of(&self, r: EntryRef) -> Option<(PostId, crate::types::EventTime)> {
-        let s = self.segment(r.gen).filter(|s| s.has_slot(r.slot))?;
-        let mut buf = Vec::new();
-        let c = s.store.cold(r.slot, &mut buf).ok()?;
-        Some((PostId(c.id.to_string()), c.time))
     }
 
     /// The entry at `r`, rebuilt from its compact form.

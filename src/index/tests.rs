@@ -107,7 +107,7 @@ proptest! {
             let mut stats = QueryStats::default();
             let got = idx
                 .find(&q, &mut scratch, &mut stats)
-                .map(|(r, m)| (r, m.method, m.score));
+                .map(|f| (f.r, f.m.method, f.m.score));
             prop_assert_eq!(got, want, "post {} {:?}", n, text);
             if got.is_none() {
                 let r = idx.insert(*gen, e.clone(), &mut scratch);
@@ -144,7 +144,7 @@ fn a_32_bit_hash_collision_does_not_hide_an_exact_match() {
     let query = query_of(&q, &[]);
     let got = idx.find(&query, &mut scratch, &mut QueryStats::default());
     assert_eq!(
-        got.map(|(r, m)| (r.slot, m.method)),
+        got.map(|f| (f.r.slot, f.m.method)),
         Some((1, Method::Exact)),
         "{a} / {b}"
     );

@@ -302,7 +302,7 @@ pub fn run(
                         .engine
                         .index()
                         .find(&q, &mut scratch, &mut qs)
-                        .and_then(|(e, _)| r.engine.index().get(e))
+                        .and_then(|f| r.engine.index().get(f.r))
                         .map(|e| e.chars.iter().collect::<String>());
                     out.matched_background(&serde_json::json!({
                         "id": p.id.0, "text": p.text, "normalized": r.a.normalized,
