@@ -165,10 +165,8 @@ impl Index {
         let mx = grams::max_missing_grams(n, &self.verify);
         let ex = grams::edit_missing_grams(n, &self.verify);
         scratch.ranked.clear();
-        scratch.ranked.extend(q.grams.iter().map(|g| {
-            let (count, start) = p.rank_of(g);
-            (count, *g, start)
-        }));
+        let ranked = &mut scratch.ranked;
+        p.rank_all(q.grams, |g, (count, start)| ranked.push((count, g, start)));
         let probes = (mx + 1).min(scratch.ranked.len());
         if probes < scratch.ranked.len() {
             scratch.ranked.select_nth_unstable(probes - 1);

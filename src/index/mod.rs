@@ -15,6 +15,7 @@ mod numbers;
 pub mod packed;
 pub mod postings;
 pub mod prefix;
+mod ranks;
 mod sealed_table;
 mod segment;
 pub mod slots;

@@ -28,11 +28,10 @@
 //! The order is the generation's own, frozen when it is sealed: built again from the same entries
 //! (a restart), a generation gets the same order and the same lists.
 
-use rustc_hash::FxHashMap;
-
 use super::grams::{edit_missing_grams, max_missing_grams, Gram};
 use super::numbers::Numbers;
 use super::postings::{put_varint, take_varint, Postings};
+use super::ranks::Ranks;
 use crate::verify::VerifyConfig;
 
 /// `start` of a gram that is in no entry's prefix.
@@ -43,7 +42,7 @@ const NO_LISTS: u32 = u32::MAX;
 pub struct PrefixPostings {
     /// Per gram of the generation: how many entries hold it (its place in the order), and where
     /// its lists start in `run` (`NO_LISTS` if none).
-    keys: FxHashMap<Gram, (u32, u32)>,
+    keys: Ranks,
     /// Per gram with lists: varints of the `first` list's length and bytes, the `edit` list's
     /// length and bytes, the `containing` list's length; then the three lists as varint gaps.
     run: Vec<u8>,
@@ -130,8 +129,7 @@ impl PrefixPostings {
         order.sort_unstable();
         let limits: Vec<(u16, u16)> = (0..slots as u32).map(|s| limits(chars(s), cfg)).collect();
         let mut rank = vec![0u16; slots];
-        let mut keys = FxHashMap::default();
-        keys.reserve(order.len());
+        let mut keys = Ranks::with_capacity(order.len());
         let mut run = Vec::new();
         let mut postings = 0;
         let mut bufs: [Vec<u8>; 3] = Default::default();
@@ -156,7 +154,7 @@ impl PrefixPostings {
             let lens = classed.each_ref().map(|c| c.len() as u32);
             let start = put_lists(&mut run, lens, &bufs);
             postings += lens.iter().sum::<u32>() as usize;
-            keys.insert(g, (count, start));
+            keys.insert(g, count, start);
         }
         run.shrink_to_fit();
         PrefixPostings {
@@ -188,7 +186,14 @@ impl PrefixPostings {
     /// How many entries hold `g` (0 if none), and where its lists are (for `lists`).
     #[inline]
     pub fn rank_of(&self, g: &Gram) -> (u32, u32) {
-        self.keys.get(g).copied().unwrap_or((0, NO_LISTS))
+        self.keys.get(*g).unwrap_or((0, NO_LISTS))
+    }
+
+    /// `f(gram, rank_of(gram))` for each of `grams`, their lookups overlapping (`Ranks::get_all`).
+    #[inline]
+    pub fn rank_all(&self, grams: &[Gram], mut f: impl FnMut(Gram, (u32, u32))) {
+        self.keys
+            .get_all(grams, |g, r| f(g, r.unwrap_or((0, NO_LISTS))));
     }
 
     /// The lists at `start` (from `rank_of`).
@@ -218,8 +223,8 @@ impl PrefixPostings {
     pub fn iter(&self) -> impl Iterator<Item = (Gram, Lists<'_>)> + '_ {
         self.keys
             .iter()
-            .filter(|(_, &(_, start))| start != NO_LISTS)
-            .map(|(g, &(_, start))| (*g, self.lists(start)))
+            .filter(|&(_, _, start)| start != NO_LISTS)
+            .map(|(g, _, start)| (g, self.lists(start)))
     }
 
     /// Total slots held.
@@ -229,7 +234,7 @@ impl PrefixPostings {
 
     /// Approximate bytes held.
     pub fn approx_bytes(&self) -> usize {
-        self.run.capacity() + self.keys.capacity() * (std::mem::size_of::<(Gram, (u32, u32))>() + 1)
+        self.run.capacity() + self.keys.bytes()
     }
 }
 
@@ -338,8 +343,7 @@ impl PrefixBuilder {
             }
             begin = end;
         }
-        let mut keys = FxHashMap::default();
-        keys.reserve(order.len());
+        let mut keys = Ranks::with_capacity(order.len());
         let mut run = Vec::with_capacity(2 * flat.len());
         let mut bufs: [Vec<u8>; 3] = Default::default();
         let mut begin = 0;
@@ -350,7 +354,7 @@ impl PrefixBuilder {
                 begin += n[c] as usize;
             }
             let id = id as usize;
-            keys.insert(grams[id], (counts[id], put_lists(&mut run, *n, &bufs)));
+            keys.insert(grams[id], counts[id], put_lists(&mut run, *n, &bufs));
         }
         run.shrink_to_fit();
         let postings = flat.len();
@@ -507,10 +511,10 @@ mod tests {
         let mut v: Vec<_> = p
             .keys
             .iter()
-            .map(|(g, &(count, start))| {
+            .map(|(g, count, start)| {
                 let l = p.lists(start);
                 let lists = [l.first, l.edit, l.containing].map(|x| x.iter().collect());
-                (*g, count, lists)
+                (g, count, lists)
             })
             .collect();
         v.sort();
