@@ -172,6 +172,10 @@ impl Index {
             scratch.ranked.select_nth_unstable(probes - 1);
         }
         scratch.ranked[..probes].sort_unstable();
+        // Each list's header is a cache miss of its own: ask for all of them first.
+        for &(_, _, start) in &scratch.ranked[..probes] {
+            p.prefetch_lists(start);
+        }
         // The lists' newest slots within `posting_scan_cap` first, with the side each must be
         // on, then their lengths, prefetched a few ahead across lists (most lists are short).
         let mut budget = self.cfg.posting_scan_cap;
