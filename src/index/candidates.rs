@@ -53,6 +53,15 @@ impl Index {
         // ahead within one bucket would come too late. A sealed table's scan leaves out the
         // slots whose stored fragment is already too far.
         scratch.slots.clear();
+        // The sealed tables' directory entries, then their buckets, asked for ahead: each is a
+        // cache miss, and four tables' misses then overlap.
+        let permuted = |t| self.layout.permuted(t, fp);
+        for (t, sealed) in seg.sealed_tables.iter().enumerate() {
+            sealed.prefetch_dir(permuted(t));
+        }
+        for (t, sealed) in seg.sealed_tables.iter().enumerate() {
+            sealed.prefetch_bucket(permuted(t));
+        }
         for (t, table) in seg.tables.iter().enumerate() {
             let bucket = table.get(&self.layout.key(t, fp));
             let start = scratch.slots.len();
@@ -61,9 +70,8 @@ impl Index {
             scratch.slots.drain(start..start + older);
             let mut size = bucket.len();
             if let Some(sealed) = seg.sealed_tables.get(t) {
-                let p = self.layout.permuted(t, fp);
                 let left = cap.saturating_sub(bucket.len());
-                size += sealed.scan(p, self.cfg.max_distance, left, &mut scratch.slots);
+                size += sealed.scan(permuted(t), self.cfg.max_distance, left, &mut scratch.slots);
             }
             stats.bucket_sizes.observe(size as u64);
             if size > cap {

@@ -77,11 +77,8 @@ impl Numbers {
         let mut at = std::mem::take(&mut self.at);
         at.clear();
         at.extend(keys.iter().map(|&k| self.home(k)));
-        #[cfg(target_arch = "x86_64")]
         for &i in &at {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: a prefetch never faults, and `i` is a bucket of the table.
-            unsafe { _mm_prefetch(self.buckets.as_ptr().add(i).cast::<i8>(), _MM_HINT_T0) }
+            super::prefetch(&self.buckets[i]);
         }
         let mask = self.buckets.len() - 1;
         for (&key, &home) in keys.iter().zip(&at) {

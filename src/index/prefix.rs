@@ -199,14 +199,9 @@ impl PrefixPostings {
     /// Asks the CPU to load the start of the lists at `start` ahead of `lists` (a hint).
     #[inline]
     pub fn prefetch_lists(&self, start: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(b) = self.run.get(start as usize) {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            // SAFETY: a prefetch never faults, and `b` is a byte of the run.
-            unsafe { _mm_prefetch(std::ptr::from_ref(b).cast::<i8>(), _MM_HINT_T0) }
+            super::prefetch(b);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = start;
     }
 
     /// The lists at `start` (from `rank_of`).

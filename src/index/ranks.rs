@@ -89,12 +89,8 @@ impl Ranks {
     /// `f(gram, get(gram))` for each of `grams` in order, their buckets prefetched first.
     #[inline]
     pub fn get_all(&self, grams: &[u64], mut f: impl FnMut(u64, Option<(u32, u32)>)) {
-        #[cfg(target_arch = "x86_64")]
         for &g in grams {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let at = self.buckets[self.home(g)..].as_ptr();
-            // SAFETY: a prefetch never faults, and `at` points into the table.
-            unsafe { _mm_prefetch(at.cast::<i8>(), _MM_HINT_T0) }
+            super::prefetch(&self.buckets[self.home(g)]);
         }
         for &g in grams {
             f(g, self.get(g));

@@ -79,6 +79,23 @@ impl SealedTable {
         (p >> self.dir_bits) as u16
     }
 
+    /// Asks the CPU to load `p`'s directory entry (`prefetch_bucket` needs it).
+    #[inline]
+    pub fn prefetch_dir(&self, p: u64) {
+        if let Some(at) = self.starts.get(self.bucket_of(p)) {
+            super::prefetch(at);
+        }
+    }
+
+    /// Asks the CPU to load the newest end of `p`'s bucket, where `scan` starts.
+    #[inline]
+    pub fn prefetch_bucket(&self, p: u64) {
+        let hi = self.starts.get(self.bucket_of(p) + 1).copied().unwrap_or(0) as usize;
+        if let Some(at) = self.frags.get(hi.wrapping_sub(1)) {
+            super::prefetch(at);
+        }
+    }
+
     /// Appends to `out` the slots of `p`'s key whose fragment is within `max_distance` of
     /// `p`'s, among the key's newest `cap` slots, newest first. Returns how many slots the key
     /// has (beyond `cap`, only counted).

@@ -196,22 +196,14 @@ impl Store {
 
     /// Asks the CPU to load the record of `slot` into cache ahead of use: a scan over posting
     /// lists reads records at random slots, each a cache miss, and prefetching a few ahead lets
-    /// those misses overlap. A hint only; nothing happens elsewhere than on x86-64.
+    /// those misses overlap (`index::prefetch`).
     #[inline]
     pub fn prefetch(&self, slot: u32) {
-        #[cfg(target_arch = "x86_64")]
         if let Some(m) = self.meta.get(slot as usize) {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let first = std::ptr::from_ref(m).cast::<i8>();
-            let last = std::ptr::from_ref(&m.tokens).cast::<i8>();
-            // SAFETY: a prefetch never faults and both pointers are into a live element.
-            unsafe {
-                _mm_prefetch(first, _MM_HINT_T0);
-                _mm_prefetch(last, _MM_HINT_T0);
-            }
+            // Its first and last field: a record can straddle two cache lines.
+            super::prefetch(m);
+            super::prefetch(&m.tokens);
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = slot;
     }
 
     /// Makes room for `additional` more per-slot records.
