@@ -31,11 +31,13 @@ pub struct SealedTable {
 }
 
 impl SealedTable {
-    /// The table of the slots `0..slots` for which `permuted(slot)` gives a permuted fingerprint
-    /// (`None`: not in the block tables), for keys of `key_bits` bits. `permuted` is asked for
-    /// each slot twice (a counting sort), so it should be cheap.
-    pub fn build(key_bits: u32, slots: u32, permuted: impl Fn(u32) -> Option<u64>) -> SealedTable {
-        let postings = (0..slots).filter(|&s| permuted(s).is_some()).count();
+    /// The table of `items`, (slot, permuted fingerprint) pairs in increasing slot order, for
+    /// keys of `key_bits` bits. They are read twice (a counting sort).
+    pub fn build(
+        key_bits: u32,
+        items: impl ExactSizeIterator<Item = (u32, u64)> + Clone,
+    ) -> SealedTable {
+        let postings = items.len();
         let need = usize::BITS - postings.saturating_sub(1).leading_zeros();
         let dir_bits = key_bits.min(MAX_DIR_BITS).min(need);
         let mut t = SealedTable {
@@ -44,10 +46,8 @@ impl SealedTable {
             ..SealedTable::default()
         };
         let mut starts = vec![0u32; (1usize << dir_bits) + 1];
-        for s in 0..slots {
-            if let Some(p) = permuted(s) {
-                starts[t.bucket_of(p) + 1] += 1;
-            }
+        for (_, p) in items.clone() {
+            starts[t.bucket_of(p) + 1] += 1;
         }
         for b in 1..starts.len() {
             starts[b] += starts[b - 1];
@@ -55,13 +55,11 @@ impl SealedTable {
         let mut next = starts.clone();
         let mut out_slots = vec![0u32; postings];
         let mut frags = vec![0u16; postings];
-        for s in 0..slots {
-            if let Some(p) = permuted(s) {
-                let at = &mut next[t.bucket_of(p)];
-                out_slots[*at as usize] = s;
-                frags[*at as usize] = t.frag_of(p);
-                *at += 1;
-            }
+        for (s, p) in items {
+            let at = &mut next[t.bucket_of(p)];
+            out_slots[*at as usize] = s;
+            frags[*at as usize] = t.frag_of(p);
+            *at += 1;
         }
         t.starts = starts.into_boxed_slice();
         t.slots = out_slots.into_boxed_slice();
@@ -159,6 +157,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The (slot, permuted fingerprint) pairs of the slots that have one.
+    fn present(items: &[Option<u64>]) -> Vec<(u32, u64)> {
+        (0..items.len() as u32)
+            .filter_map(|s| items[s as usize].map(|p| (s, p)))
+            .collect()
+    }
+
     #[test]
     fn a_scan_finds_the_keys_near_slots_newest_first_within_the_cap() {
         // 16-bit keys; slots 0..6 share key 7, slot 6 has another key.
@@ -172,7 +177,7 @@ mod tests {
             Some(near(0b111)),
             Some(8 | 1 << 16),
         ];
-        let t = SealedTable::build(16, items.len() as u32, |s| items[s as usize]);
+        let t = SealedTable::build(16, present(&items).into_iter());
         assert_eq!(t.slots.len(), 6);
         let mut out = Vec::new();
         // Six slots take a directory of 3 bits: the fragment keeps the key's 13 other bits and
@@ -188,7 +193,7 @@ mod tests {
         // With 65,536 buckets the fragment holds 16 bits beyond the key, and slot 2 is dropped.
         let mut many = items.to_vec();
         many.extend((0..70_000).map(|i| Some(9 + i % 60_000)));
-        let t = SealedTable::build(16, many.len() as u32, |s| many[s as usize]);
+        let t = SealedTable::build(16, present(&many).into_iter());
         out.clear();
         assert_eq!(t.scan(near(0), 3, 10, &mut out), 5);
         assert_eq!(out, [5, 4, 1, 0]);
@@ -196,7 +201,7 @@ mod tests {
 
     #[test]
     fn an_empty_table_scans_nothing() {
-        let t = SealedTable::build(16, 3, |_| None);
+        let t = SealedTable::build(16, std::iter::empty());
         let mut out = Vec::new();
         assert_eq!(t.scan(5, 3, 10, &mut out), 0);
         assert!(out.is_empty());
@@ -214,9 +219,9 @@ mod tests {
             cap in 1usize..8,
         ) {
             // Queries on an existing key most of the time.
-            let present: Vec<u64> = items.iter().flatten().copied().collect();
-            let p = if present.is_empty() || q % 4 == 0 { q } else { *pick.get(&present) ^ (q & 0x30000) };
-            let t = SealedTable::build(key_bits, items.len() as u32, |s| items[s as usize]);
+            let held: Vec<u64> = items.iter().flatten().copied().collect();
+            let p = if held.is_empty() || q % 4 == 0 { q } else { *pick.get(&held) ^ (q & 0x30000) };
+            let t = SealedTable::build(key_bits, present(&items).into_iter());
             let mut out = Vec::new();
             let size = t.scan(p, 3, cap, &mut out);
             let frag_bits = t.dir_bits + 16;

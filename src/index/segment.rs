@@ -168,12 +168,16 @@ impl Segment {
         layout: &TableLayout,
         tabled: impl Fn(u32) -> bool,
     ) -> Vec<SealedTable> {
+        // One pass over the records, then each table from this compact copy.
         let store = &self.store;
+        let fps: Vec<(u32, u64)> = (0..store.len() as u32)
+            .filter(|&s| tabled(s))
+            .map(|s| (s, store.meta(s).fingerprint))
+            .collect();
         (0..layout.tables())
             .map(|t| {
-                SealedTable::build(layout.key_bits(t), store.len() as u32, |s| {
-                    tabled(s).then(|| layout.permuted(t, Fingerprint(store.meta(s).fingerprint)))
-                })
+                let permuted = |&(s, fp)| (s, layout.permuted(t, Fingerprint(fp)));
+                SealedTable::build(layout.key_bits(t), fps.iter().map(permuted))
             })
             .collect()
     }
