@@ -36,6 +36,22 @@ fn newest_first<'a>(
 }
 
 impl Index {
+    /// Asks for what the first lookups of `q`'s candidates in `seg` read (its sealed block
+    /// tables' directory entries and its gram dictionary's entries), so that they are in cache
+    /// when `seg` is searched: called while the generation before it is searched.
+    pub(super) fn prefetch_candidates(&self, seg: &Segment, q: &Query<'_>) {
+        if self.tabled(q.sketch.tokens.len()) {
+            for (t, sealed) in seg.sealed_tables.iter().enumerate() {
+                sealed.prefetch_dir(self.layout.permuted(t, q.sketch.fingerprint));
+            }
+        }
+        if let Some(p) = &seg.prefix {
+            if self.gram_path() && q.sketch.chars.len() >= self.min_gram_chars {
+                p.prefetch_ranks(q.grams);
+            }
+        }
+    }
+
     pub(super) fn simhash_candidates(
         &self,
         seg: &Segment,

@@ -63,7 +63,11 @@ impl Index {
             budget: Budget::new(self.verify.max_verify_cells_per_post),
             best: None,
         };
-        for seg in self.live_segments(q) {
+        let mut segs = self.live_segments(q).peekable();
+        while let Some(seg) = segs.next() {
+            if let Some(older) = segs.peek() {
+                self.prefetch_candidates(older, q);
+            }
             scratch.cands.clear();
             self.simhash_candidates(seg, q, scratch, stats);
             self.gram_candidates(seg, q, scratch, stats);
@@ -100,6 +104,10 @@ impl Index {
         scratch: &mut Scratch,
         stats: &mut QueryStats,
     ) -> Option<Option<Found>> {
+        // Each generation's table is a cache miss of its own: ask for all of them first.
+        for seg in self.live_segments(q) {
+            seg.prefetch_text(q.sketch.text_hash);
+        }
         for seg in self.live_segments(q) {
             let Some(slot) = seg.earliest(q.sketch.text_hash, q.sketch.chars) else {
                 continue;

@@ -196,6 +196,12 @@ impl PrefixPostings {
             .get_all(grams, |g, r| f(g, r.unwrap_or((0, NO_LISTS))));
     }
 
+    /// Asks for the dictionary entries `rank_all(grams, ..)` reads ahead of it.
+    #[inline]
+    pub fn prefetch_ranks(&self, grams: &[Gram]) {
+        self.keys.prefetch_all(grams);
+    }
+
     /// Asks the CPU to load the start of the lists at `start` ahead of `lists` (a hint).
     #[inline]
     pub fn prefetch_lists(&self, start: u32) {

@@ -86,12 +86,18 @@ impl Ranks {
         }
     }
 
-    /// `f(gram, get(gram))` for each of `grams` in order, their buckets prefetched first.
+    /// Asks for the home buckets of `grams` ahead of their lookups (`index::prefetch`).
     #[inline]
-    pub fn get_all(&self, grams: &[u64], mut f: impl FnMut(u64, Option<(u32, u32)>)) {
+    pub fn prefetch_all(&self, grams: &[u64]) {
         for &g in grams {
             super::prefetch(&self.buckets[self.home(g)]);
         }
+    }
+
+    /// `f(gram, get(gram))` for each of `grams` in order, their buckets prefetched first.
+    #[inline]
+    pub fn get_all(&self, grams: &[u64], mut f: impl FnMut(u64, Option<(u32, u32)>)) {
+        self.prefetch_all(grams);
         for &g in grams {
             f(g, self.get(g));
         }

@@ -96,6 +96,12 @@ impl Segment {
             .any(|slot| self.store.cold(slot, &mut buf).is_ok_and(|c| pred(&c)))
     }
 
+    /// Asks for the exact-text table's bucket of hash `h` ahead of `earliest`.
+    #[inline]
+    pub(super) fn prefetch_text(&self, h: u64) {
+        self.texts.prefetch(short_hash(h));
+    }
+
     /// The earliest entry (by order key) whose text is `chars` (hash `h`): the exact path's
     /// candidate. Only 32 bits of the hash are kept, so when several entries share them, their
     /// records are read and those with another text left out; a single one is returned as it is

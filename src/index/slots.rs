@@ -36,6 +36,16 @@ impl SlotTable {
         }
     }
 
+    /// Asks for the first bucket `find(hash)` reads ahead of it (`index::prefetch`).
+    #[inline]
+    pub fn prefetch(&self, hash: u32) {
+        let i = hash as usize & self.buckets.len().wrapping_sub(1);
+        if let (Some(tag), Some(slot)) = (self.tags.get(i), self.buckets.get(i)) {
+            super::prefetch(tag);
+            super::prefetch(slot);
+        }
+    }
+
     /// The slots whose hash is `hash`, in no particular order.
     #[inline]
     pub fn find<'a>(
