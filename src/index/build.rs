@@ -73,6 +73,9 @@ impl<'a> Indexer<'a> {
                     table.push_unsealed(key, slot);
                 }
             }
+            if merge {
+                seg.grow_tables(self.layout);
+            }
         }
         if self.gram_indexed(entry.chars.len()) {
             grams::distinct_bigrams(&entry.chars, grams_buf);

@@ -1,6 +1,7 @@
-//! A sealed generation's block table in direct form. The mutable form (`Postings<u64>`) finds a
-//! key's bucket by a hash probe and then reads each slot's record for its fingerprint: at 20M
-//! live entries a query's buckets hold hundreds of slots, each a cache miss. Here a directory
+//! A generation's block table in direct form, for all its slots once it is sealed and for all
+//! but the newest while it grows (`Segment::grow_tables`). The mutable form (`Postings<u64>`)
+//! finds a key's bucket by a hash probe and then reads each slot's record for its fingerprint:
+//! at 20M live entries a query's buckets hold hundreds of slots, each a cache miss. Here a directory
 //! indexed by the low `dir_bits` bits of the table's permuted fingerprint (`TableLayout::
 //! permuted`: the key's bits first) gives each bucket's range, and every posting keeps 16 more
 //! bits of its fingerprint beside its slot. A scan reads the bucket's fragments in order, drops
@@ -124,6 +125,11 @@ impl SealedTable {
             .iter()
             .filter(|&&f| (f ^ q) & key_mask == 0)
             .count()
+    }
+
+    /// Every posting's slot, in no particular order.
+    pub fn slots(&self) -> &[u32] {
+        &self.slots
     }
 
     /// Every key's slots, as (the key's bits this table holds, how many slots, the newest),

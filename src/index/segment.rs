@@ -16,6 +16,10 @@ use crate::verify::VerifyConfig;
 /// (merging them saves little and costs a sort per generation on sparse streams).
 const COMPACT_MIN_ENTRIES: usize = 1024;
 
+/// Slots a growing generation's mutable block tables hold at least before they go to direct
+/// form (`Segment::grow_tables`).
+const DIRECT_MIN_SLOTS: usize = 1 << 16;
+
 pub(super) struct Segment {
     pub(super) gen: i64,
     /// The entries, compact: candidate filters and verification's cheap gates read one small
@@ -24,10 +28,11 @@ pub(super) struct Segment {
     /// Slots by text hash: the exact path, and `contains` and `has_copy` (an entry's key
     /// identifies its post, so the same key always comes with the same text).
     pub(super) texts: SlotTable,
-    /// The block tables' slots added since the generation was sealed (all of them before).
+    /// The block tables' newest slots: those added since they last went to direct form
+    /// (`grow_tables`, `seal`).
     pub(super) tables: Vec<Postings<u64>>,
-    /// The block tables of the entries present when the generation was sealed, one per table
-    /// (none before), in direct form.
+    /// The block tables of the other slots, one per table (none before the first move), in
+    /// direct form.
     pub(super) sealed_tables: Vec<SealedTable>,
     /// Bigram postings of every gram of each entry added since the generation was sealed (all
     /// of them before), for count filtering.
@@ -138,22 +143,12 @@ impl Segment {
         }
     }
 
-    /// Merges every structure into its compact form; the first time, the block tables go to
-    /// direct form and the bigram postings to prefix form (entries added later, late posts,
+    /// Merges every structure into its compact form: the block tables go to direct form, and
+    /// the first time, the bigram postings to prefix form (entries added later, late posts,
     /// stay in `tables` and `grams`).
     pub(super) fn seal(&mut self, layout: &TableLayout, verify: &VerifyConfig) {
         self.store.shrink();
-        if self.sealed_tables.is_empty() && self.tables.iter().any(|t| !t.is_empty()) {
-            let mut tabled = vec![false; self.store.len()];
-            for (_, list) in self.tables[0].iter() {
-                list.iter().for_each(|s| tabled[s as usize] = true);
-            }
-            self.sealed_tables = self.build_tables(layout, |s| tabled[s as usize]);
-            self.tables
-                .iter_mut()
-                .for_each(|t| *t = Postings::default());
-        }
-        self.tables.iter_mut().for_each(Postings::seal);
+        self.direct_tables(layout);
         self.grams.seal();
         if self.prefix.is_none() && !self.grams.is_empty() {
             let store = &self.store;
@@ -166,6 +161,38 @@ impl Segment {
             self.prefix = Some(prefix);
             self.grams = Postings::default();
         }
+    }
+
+    /// Moves the slots of the mutable block tables into the direct ones once they hold a
+    /// quarter as many (and at least `DIRECT_MIN_SLOTS`): a growing generation then scans
+    /// fragments, not records, for most of its slots, and each slot is rebuilt about five
+    /// times in all. Called after each tabled entry is added.
+    pub(super) fn grow_tables(&mut self, layout: &TableLayout) {
+        let direct = self.sealed_tables.first().map_or(0, |t| t.slots().len());
+        if self.tables[0].postings() >= DIRECT_MIN_SLOTS.max(direct / 4) {
+            self.direct_tables(layout);
+        }
+    }
+
+    /// Rebuilds the direct block tables with the slots of the mutable ones added (those then
+    /// empty). The candidates a query gets stay the same: a key's slots are scanned newest
+    /// first in either form, and a fragment only drops slots whose record would.
+    fn direct_tables(&mut self, layout: &TableLayout) {
+        if self.tables.iter().all(Postings::is_empty) {
+            return;
+        }
+        // Every tabled entry is in every table: the first one names them all.
+        let mut tabled = vec![false; self.store.len()];
+        if let Some(t) = self.sealed_tables.first() {
+            t.slots().iter().for_each(|&s| tabled[s as usize] = true);
+        }
+        for (_, list) in self.tables[0].iter() {
+            list.iter().for_each(|s| tabled[s as usize] = true);
+        }
+        self.sealed_tables = self.build_tables(layout, |s| tabled[s as usize]);
+        self.tables
+            .iter_mut()
+            .for_each(|t| *t = Postings::default());
     }
 
     /// The direct-form block tables of the entries for which `tabled(slot)` holds.

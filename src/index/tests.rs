@@ -184,3 +184,71 @@ fn a_bucket_scan_keeps_each_tables_newest_slots_within_the_distance() {
     // The lowest block's table: slots 3, 4 and 5; the other tables: 4, 5 and 6, 6 too far.
     assert_eq!(simhash, [3, 4, 5]);
 }
+
+// A growing generation moves its block tables' slots to direct form as they grow
+// (`Segment::grow_tables`): a query gets the candidates the mutable tables would give, each
+// table's newest `bucket_scan_cap` slots of its key within `max_distance`, before a move,
+// between moves and after them.
+#[test]
+fn a_growing_generation_in_direct_form_gives_the_same_simhash_candidates() {
+    let cfg = IndexConfig {
+        bucket_scan_cap: 5,
+        ..IndexConfig::default()
+    };
+    let mut idx = Index::new(cfg.clone(), VerifyConfig::default()).unwrap();
+    let mut scratch = Scratch::default();
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    // Variants of a few thousand fingerprints, a few bits apart: each key's slots then span
+    // both forms, and many are near the query.
+    let bases: Vec<u64> = (0..4096).map(|_| next()).collect();
+    let mut fingerprint = move || {
+        let r = next();
+        (0..r % 4).fold(bases[(r >> 8) as usize % bases.len()], |fp, i| {
+            fp ^ 1 << (r >> (20 + 6 * i) & 63)
+        })
+    };
+    let tabled = |n: u64, fp: u64| Entry {
+        fingerprint: Fingerprint(fp),
+        tokens: (0..8).collect(),
+        ..entry(n, &format!("甲{n}"))
+    };
+    let (mut fps, mut met) = (Vec::new(), 0);
+    for n in 0..150_000u64 {
+        if [1_000, 65_537, 70_000, 100_000, 131_073, 150_000 - 1].contains(&n) {
+            for _ in 0..20 {
+                // Later than every entry, so that it sees them all.
+                let q = tabled(1 << 40, fingerprint());
+                let got: Vec<u32> = idx
+                    .candidate_sources(&query_of(&q, &[]))
+                    .into_iter()
+                    .filter(|(_, s)| s.simhash)
+                    .map(|(r, _)| r.slot)
+                    .collect();
+                let mut want = std::collections::BTreeSet::<u32>::new();
+                for t in 0..idx.layout.tables() {
+                    let key = idx.layout.key(t, q.fingerprint);
+                    let same: Vec<u32> = (0..fps.len() as u32)
+                        .filter(|&s| idx.layout.key(t, Fingerprint(fps[s as usize])) == key)
+                        .collect();
+                    let newest = &same[same.len().saturating_sub(cfg.bucket_scan_cap)..];
+                    want.extend(newest.iter().copied().filter(|&s| {
+                        (fps[s as usize] ^ q.fingerprint.0).count_ones() <= cfg.max_distance
+                    }));
+                }
+                assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "after {n} entries");
+                met += got.len();
+            }
+        }
+        let fp = fingerprint();
+        fps.push(fp);
+        idx.insert(0, tabled(n, fp), &mut scratch);
+    }
+    assert!(!idx.segments[0].sealed_tables.is_empty());
+    assert!(met > 100, "{met} candidates");
+}
