@@ -3,7 +3,8 @@
 //! prefix form, see `prefix`).
 
 use super::postings::List;
-use super::prefix::{Newest, PrefixPostings};
+use super::newest::{Newest, LONG};
+use super::prefix::PrefixPostings;
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 
 /// How many records ahead a scan prefetches (`Store::prefetch`).
@@ -200,10 +201,10 @@ impl Index {
         for &(_, _, start) in &scratch.ranked[..probes] {
             p.prefetch_lists(start);
         }
-        // The lists' newest slots within `posting_scan_cap` first, with the side each must be
-        // on, then their lengths, prefetched a few ahead across lists (most lists are short).
+        // The lists' newest slots within `posting_scan_cap`, kept if their length (the byte
+        // beside each, unless the entry is too long for it) is on the side the list asks for and
+        // comparable: only the candidates kept have their records read (by verification).
         let mut budget = self.cfg.posting_scan_cap;
-        scratch.sided.clear();
         for i in 0..probes {
             let lists = p.lists(scratch.ranked[i].2);
             // (list, how the entry's length must compare with the query's: 0 either way, -1
@@ -234,24 +235,21 @@ impl Index {
                 if list.len() > budget {
                     stats.posting_scans_capped += 1;
                 }
-                scratch
-                    .sided
-                    .extend(list.iter().take(budget).map(|slot| (slot, side)));
+                for (slot, chars) in list.iter_sized().take(budget) {
+                    let m = match chars {
+                        LONG => seg.store.meta(slot).chars(),
+                        short => u32::from(short),
+                    } as usize;
+                    let sided = match side {
+                        -1 => m <= n,
+                        1 => m >= n,
+                        _ => true,
+                    };
+                    if sided && self.comparable_lengths(n, m as u32) {
+                        scratch.cands.push(EntryRef { gen: seg.gen, slot });
+                    }
+                }
                 budget = budget.saturating_sub(list.len());
-            }
-        }
-        for (i, &(slot, side)) in scratch.sided.iter().enumerate() {
-            if let Some(&(ahead, _)) = scratch.sided.get(i + PREFETCH_AHEAD) {
-                seg.store.prefetch(ahead);
-            }
-            let m = seg.store.meta(slot).chars();
-            let sided = match side {
-                -1 => m as usize <= n,
-                1 => m as usize >= n,
-                _ => true,
-            };
-            if sided && self.comparable_lengths(n, m) {
-                scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }
         }
     }

@@ -11,6 +11,7 @@ pub mod entry;
 mod find;
 pub mod grams;
 mod inspect;
+mod newest;
 mod numbers;
 pub mod packed;
 pub mod postings;
@@ -165,9 +166,6 @@ pub struct Scratch {
     grams: Vec<Gram>,
     /// One posting list, decoded.
     slots: Vec<u32>,
-    /// Slots of a sealed generation's prefix lists, with the side of the query's length each
-    /// must be on (see `Index::prefix_candidates`).
-    sided: Vec<(u32, i8)>,
     /// A candidate's cold record, when read from outside memory.
     cold: Vec<u8>,
     /// A candidate's text and tokens, decoded for verification.

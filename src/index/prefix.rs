@@ -22,13 +22,15 @@
 //! `containing` list when `i == 0`. A query gram absent from the generation counts 0 and ranks
 //! first, as it must: no entry of the generation holds it.
 //!
-//! Each list is stored newest slot first (varints of the gaps going down), so a scan cut at
-//! `posting_scan_cap` decodes only the slots it keeps, not a long list from its oldest.
+//! Each list is stored newest slot first, with each entry's length beside its slot (see
+//! `newest`), so a scan cut at `posting_scan_cap` decodes only the slots it keeps, not a long
+//! list from its oldest, and filters them by length without reading their records.
 //!
 //! The order is the generation's own, frozen when it is sealed: built again from the same entries
 //! (a restart), a generation gets the same order and the same lists.
 
 use super::grams::{edit_missing_grams, max_missing_grams, Gram};
+use super::newest::{put_newest_first, Newest};
 use super::numbers::Numbers;
 use super::postings::{put_varint, take_varint, Postings};
 use super::ranks::Ranks;
@@ -58,50 +60,6 @@ pub struct Lists<'a> {
     pub edit: Newest<'a>,
     /// Entries for which it ranks above `ey`, up to `my`.
     pub containing: Newest<'a>,
-}
-
-/// One list of slots stored newest first: varints of the newest slot, then of each gap down
-/// to the next.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Newest<'a> {
-    bytes: &'a [u8],
-    len: u32,
-}
-
-impl<'a> Newest<'a> {
-    /// Number of slots.
-    #[inline]
-    pub fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    /// True when the list has no slot.
-    #[inline]
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    /// The slots, newest first.
-    #[inline]
-    pub fn iter(&self) -> impl Iterator<Item = u32> + 'a {
-        let (mut bytes, mut prev) = (self.bytes, None::<u32>);
-        (0..self.len).map(move |_| {
-            let (v, rest) = take_varint(bytes);
-            bytes = rest;
-            let slot = prev.map_or(v, |p| p.wrapping_sub(v));
-            prev = Some(slot);
-            slot
-        })
-    }
-}
-
-/// Appends ascending `slots` newest first (see `Newest`).
-fn put_newest_first(out: &mut Vec<u8>, slots: &[u32]) {
-    let mut prev = None;
-    for &slot in slots.iter().rev() {
-        put_varint(out, prev.map_or(slot, |p: u32| p - slot));
-        prev = Some(slot);
-    }
 }
 
 impl Lists<'_> {
@@ -149,7 +107,7 @@ impl PrefixPostings {
             }
             for (buf, slots) in bufs.iter_mut().zip(&classed) {
                 buf.clear();
-                put_newest_first(buf, slots);
+                put_newest_first(buf, slots, &chars);
             }
             let lens = classed.each_ref().map(|c| c.len() as u32);
             let start = put_lists(&mut run, lens, &bufs);
@@ -225,7 +183,7 @@ impl PrefixPostings {
         if rest.len() < b0 + b1 {
             return Lists::default();
         }
-        let list = |bytes, len| Newest { bytes, len };
+        let list = Newest::new;
         Lists {
             first: list(&rest[..b0], n0),
             edit: list(&rest[b0..b0 + b1], n1),
@@ -364,7 +322,7 @@ impl PrefixBuilder {
         for (n, &id) in per_class.iter().zip(order.iter()) {
             for c in 0..3 {
                 bufs[c].clear();
-                put_newest_first(&mut bufs[c], &flat[begin..begin + n[c] as usize]);
+                put_newest_first(&mut bufs[c], &flat[begin..begin + n[c] as usize], &chars);
                 begin += n[c] as usize;
             }
             let id = id as usize;
@@ -537,19 +495,6 @@ mod tests {
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
-
-        // A list stored newest first gives back its slots newest first, and any prefix of
-        // them decodes alone.
-        #[test]
-        fn a_list_reads_back_newest_first(set in proptest::collection::btree_set(any::<u32>(), 0..300), take in 0usize..300) {
-            let slots: Vec<u32> = set.into_iter().collect();
-            let mut bytes = Vec::new();
-            put_newest_first(&mut bytes, &slots);
-            let list = Newest { bytes: &bytes, len: slots.len() as u32 };
-            let newest: Vec<u32> = slots.iter().rev().copied().collect();
-            prop_assert_eq!(list.iter().collect::<Vec<_>>(), newest.clone());
-            prop_assert_eq!(list.iter().take(take).collect::<Vec<_>>(), newest[..take.min(newest.len())].to_vec());
-        }
 
         // Built in one go, the prefix form equals the one made of the complete postings.
         #[test]

@@ -252,3 +252,44 @@ fn a_growing_generation_in_direct_form_gives_the_same_simhash_candidates() {
     assert!(!idx.segments[0].sealed_tables.is_empty());
     assert!(met > 100, "{met} candidates");
 }
+
+// A sealed generation's prefix lists keep each entry's length in a byte: an entry too long for
+// it (255 characters or more) is filtered by the length its record holds.
+#[test]
+fn a_sealed_generation_filters_long_entries_by_their_real_length() {
+    let mut idx = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
+    let mut scratch = Scratch::default();
+    let text = |from: u32, n: u32| -> String {
+        (from..from + n)
+            .map(|i| char::from_u32(0x4e00 + (i * 7919) % 20_000).unwrap())
+            .collect()
+    };
+    let long = text(0, 300);
+    idx.insert_all(0, [entry(1, &long), entry(2, &text(5000, 40))], &mut scratch);
+    assert!(idx.segments[0].prefix.is_some());
+    let gram_candidates = |idx: &Index, q: &Entry| -> Vec<u32> {
+        let mut grams = Vec::new();
+        grams::distinct_bigrams(&q.chars, &mut grams);
+        idx.candidate_sources(&query_of(q, &grams))
+            .into_iter()
+            .filter(|(_, s)| s.gram)
+            .map(|(r, _)| r.slot)
+            .collect()
+    };
+    // 300 characters inside 450 are comparable (0.6 of the longer); 255 would not be.
+    let outer = entry(10, &(long.clone() + &text(9000, 150)));
+    assert_eq!(gram_candidates(&idx, &outer), [0]);
+    let found = idx.find(
+        &query_of(&outer, &{
+            let mut g = Vec::new();
+            grams::distinct_bigrams(&outer.chars, &mut g);
+            g
+        }),
+        &mut scratch,
+        &mut QueryStats::default(),
+    );
+    assert_eq!(found.map(|f| f.r), Some(EntryRef { gen: 0, slot: 0 }));
+    // 300 inside 510 are not.
+    let far = entry(11, &(long + &text(9000, 210)));
+    assert!(gram_candidates(&idx, &far).is_empty());
+}
