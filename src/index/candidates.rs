@@ -8,7 +8,7 @@ use super::prefix::PrefixPostings;
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 
 /// How many records ahead a scan prefetches (`Store::prefetch`).
-pub(super) const PREFETCH_AHEAD: usize = 8;
+pub(super) const PREFETCH_AHEAD: usize = 16;
 
 /// The flag bit of a slot's counter on the counted bigram path.
 const IN_PREFIX: u8 = 0x80;
@@ -20,20 +20,32 @@ fn recycle<'b>(mut v: Vec<List<'_>>) -> Vec<List<'b>> {
     v.into_iter().map(|_| List::default()).collect()
 }
 
-/// The newest `cap` of `slots` (a decoded list, oldest first), newest first, each record
-/// prefetched `PREFETCH_AHEAD` slots before it is read.
+/// The items of `items` in order, each `PREFETCH_AHEAD` places ahead handed to `prefetch` as
+/// one is taken, and the first `PREFETCH_AHEAD` before the first: a scan of records at random
+/// slots then overlaps their cache misses from its start (most scans are shorter than that).
+pub(super) fn prefetched<'a, T>(
+    items: &'a [T],
+    prefetch: impl Fn(&T) + 'a,
+) -> impl Iterator<Item = &'a T> + 'a {
+    items.iter().take(PREFETCH_AHEAD).for_each(&prefetch);
+    items.iter().enumerate().map(move |(i, item)| {
+        if let Some(ahead) = items.get(i + PREFETCH_AHEAD) {
+            prefetch(ahead);
+        }
+        item
+    })
+}
+
+/// The newest `cap` of `slots` (a decoded list, oldest first, reordered in place), newest
+/// first, their records prefetched ahead (`prefetched`).
 fn newest_first<'a>(
     seg: &'a Segment,
-    slots: &'a [u32],
+    slots: &'a mut Vec<u32>,
     cap: usize,
 ) -> impl Iterator<Item = u32> + 'a {
-    let newest = &slots[slots.len().saturating_sub(cap)..];
-    newest.iter().enumerate().rev().map(move |(i, &slot)| {
-        if let Some(&ahead) = i.checked_sub(PREFETCH_AHEAD).and_then(|j| newest.get(j)) {
-            seg.store.prefetch(ahead);
-        }
-        slot
-    })
+    slots.drain(..slots.len().saturating_sub(cap));
+    slots.reverse();
+    prefetched(slots, |&s| seg.store.prefetch(s)).copied()
 }
 
 impl Index {
@@ -95,10 +107,7 @@ impl Index {
                 stats.bucket_scans_capped += 1;
             }
         }
-        for (i, &slot) in scratch.slots.iter().enumerate() {
-            if let Some(&ahead) = scratch.slots.get(i + PREFETCH_AHEAD) {
-                seg.store.prefetch(ahead);
-            }
+        for &slot in prefetched(&scratch.slots, |&s| seg.store.prefetch(s)) {
             if (seg.store.meta(slot).fingerprint ^ fp.0).count_ones() <= self.cfg.max_distance {
                 scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }
@@ -161,7 +170,7 @@ impl Index {
             }
             scratch.slots.clear();
             list.append_to(&mut scratch.slots);
-            for slot in newest_first(seg, &scratch.slots, budget) {
+            for slot in newest_first(seg, &mut scratch.slots, budget) {
                 if self.comparable_lengths(n, seg.store.meta(slot).chars()) {
                     scratch.cands.push(EntryRef { gen: seg.gen, slot });
                 }
@@ -239,13 +248,13 @@ impl Index {
                     let m = match chars {
                         LONG => seg.store.meta(slot).chars(),
                         short => u32::from(short),
-                    } as usize;
+                    };
                     let sided = match side {
-                        -1 => m <= n,
-                        1 => m >= n,
+                        -1 => m as usize <= n,
+                        1 => m as usize >= n,
                         _ => true,
                     };
-                    if sided && self.comparable_lengths(n, m as u32) {
+                    if sided && self.comparable_lengths(n, m) {
                         scratch.cands.push(EntryRef { gen: seg.gen, slot });
                     }
                 }
@@ -304,10 +313,7 @@ impl Index {
         }
         scratch.touched.truncate(kept);
         let n = q.sketch.chars.len();
-        for (i, &slot) in scratch.touched.iter().enumerate() {
-            if let Some(&ahead) = scratch.touched.get(i + PREFETCH_AHEAD) {
-                seg.store.prefetch(ahead);
-            }
+        for &slot in prefetched(&scratch.touched, |&s| seg.store.prefetch(s)) {
             if self.comparable_lengths(n, seg.store.meta(slot).chars()) {
                 scratch.cands.push(EntryRef { gen: seg.gen, slot });
             }

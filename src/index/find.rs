@@ -2,7 +2,7 @@
 //! generation at a time, newest first, each verified. The search ends with the newest generation
 //! that holds a match, so a duplicate costs the generations it reaches, not the whole window.
 
-use super::candidates::PREFETCH_AHEAD;
+use super::candidates::prefetched;
 use super::store::Cold;
 use super::{EntryRef, Index, Query, QueryStats, Scratch, Segment};
 use crate::types::{EventTime, PostId};
@@ -147,10 +147,7 @@ impl Index {
         stats: &mut QueryStats,
     ) -> bool {
         let q = v.q;
-        for (i, r) in cands.iter().enumerate() {
-            if let Some(ahead) = cands.get(i + PREFETCH_AHEAD) {
-                seg.store.prefetch(ahead.slot);
-            }
+        for (i, r) in prefetched(cands, |r| seg.store.prefetch(r.slot)).enumerate() {
             if !seg.has_slot(r.slot) {
                 continue;
             }
