@@ -7,12 +7,7 @@
 //!
 //! A write error (a full disk) keeps the records in memory from then on and is reported once;
 //! nothing is lost.
-//!
-//! Each file keeps the records it read last in a small cache of its own (`RecordCache`): a
-//! stream's copies keep matching the few records of its hot clusters, and a `pread` costs a
-//! system call (about 1 us) where a cached record costs a copy.
 
-use std::cell::RefCell;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -23,12 +18,6 @@ use crate::index::cold::{ColdFactory, ColdStore};
 
 /// Records buffered in memory before one write.
 const BUFFER: usize = 256 * 1024;
-
-/// Records a file's cache holds at most (one per set: the newest read of the set's offsets).
-const CACHE_SETS: usize = 2048;
-
-/// Bytes of the longest record a file's cache holds (longer ones are read every time).
-const CACHED_MAX: usize = 512;
 
 /// Makes one spill file per generation in a directory (created when the generation's first
 /// `BUFFER` bytes are full: small generations never touch the disk).
@@ -80,7 +69,6 @@ impl ColdFactory for FileColdFactory {
             failed: false,
             written: 0,
             pending: Vec::new(),
-            cache: RefCell::default(),
         })
     }
 }
@@ -94,52 +82,6 @@ struct FileCold {
     failed: bool,
     written: u64,
     pending: Vec<u8>,
-    /// The records read from the file last (allocated at the first read from the file).
-    cache: RefCell<RecordCache>,
-}
-
-/// A direct-mapped cache of records read from one file: set `i` holds the record read last
-/// among the offsets that hash to `i`, if it is at most `CACHED_MAX` bytes long.
-#[derive(Default)]
-struct RecordCache {
-    /// Per set: the record's offset plus one (0: empty) and its length.
-    tags: Vec<(u64, u32)>,
-    /// `CACHED_MAX` bytes per set.
-    bytes: Vec<u8>,
-}
-
-impl RecordCache {
-    fn set(offset: u64) -> usize {
-        (offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - CACHE_SETS.trailing_zeros())) as usize
-    }
-
-    /// The record at `offset` copied into `buf`, if the cache holds it.
-    fn get(&self, offset: u64, len: usize, buf: &mut Vec<u8>) -> bool {
-        let i = Self::set(offset);
-        if self.tags.get(i) != Some(&(offset + 1, len as u32)) {
-            return false;
-        }
-        buf.clear();
-        buf.extend_from_slice(&self.bytes[i * CACHED_MAX..][..len]);
-        true
-    }
-
-    fn put(&mut self, offset: u64, record: &[u8]) {
-        if record.len() > CACHED_MAX {
-            return;
-        }
-        if self.tags.is_empty() {
-            self.tags = vec![(0, 0); CACHE_SETS];
-            self.bytes = vec![0; CACHE_SETS * CACHED_MAX];
-        }
-        let i = Self::set(offset);
-        self.tags[i] = (offset + 1, record.len() as u32);
-        self.bytes[i * CACHED_MAX..][..record.len()].copy_from_slice(record);
-    }
-
-    fn bytes(&self) -> usize {
-        self.bytes.capacity() + self.tags.capacity() * std::mem::size_of::<(u64, u32)>()
-    }
 }
 
 impl FileCold {
@@ -189,17 +131,13 @@ impl ColdStore for FileCold {
             .file
             .as_ref()
             .ok_or_else(|| std::io::Error::other("spill file lost"))?;
-        let mut cache = self.cache.borrow_mut();
-        if !cache.get(offset, len, buf) {
-            buf.resize(len, 0);
-            file.read_exact_at(buf, offset)?;
-            cache.put(offset, buf);
-        }
+        buf.resize(len, 0);
+        file.read_exact_at(buf, offset)?;
         Ok(buf)
     }
 
     fn memory_bytes(&self) -> usize {
-        self.pending.capacity() + self.cache.borrow().bytes()
+        self.pending.capacity()
     }
 }
 
@@ -208,46 +146,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_cache_returns_what_it_kept_and_nothing_else() {
-        let mut c = RecordCache::default();
-        let mut buf = vec![9];
-        assert!(!c.get(0, 1, &mut buf));
-        c.put(0, b"abc");
-        assert!(c.get(0, 3, &mut buf) && buf == b"abc");
-        assert!(!c.get(0, 2, &mut buf), "another length is another record");
-        // An offset of the same set replaces it.
-        let other = (1..).find(|&o| RecordCache::set(o) == RecordCache::set(0)).unwrap();
-        c.put(other, b"de");
-        assert!(!c.get(0, 3, &mut buf));
-        assert!(c.get(other, 2, &mut buf) && buf == b"de");
-        c.put(5, &[1; CACHED_MAX + 1]);
-        assert!(!c.get(5, CACHED_MAX + 1, &mut buf));
-        c.put(5, &[1; CACHED_MAX]);
-        assert!(c.get(5, CACHED_MAX, &mut buf) && buf == [1; CACHED_MAX]);
-    }
-
-    #[test]
     fn records_read_back_from_file_and_buffer_and_leave_no_file() {
         let dir = tempfile::tempdir().unwrap();
         let f = FileColdFactory::new(dir.path()).unwrap();
         let mut s = f.create(3);
         let mut offsets = Vec::new();
-        // Some records too long for the cache.
-        let record = |i: usize| format!("record {i} {}", "x".repeat(i % 50 + (i % 97 / 96) * 600));
-        for i in 0..20_000 {
+        for i in 0..20_000u32 {
             offsets.push(s.len());
-            s.append(record(i).as_bytes());
+            s.append(format!("record {i} {}", "x".repeat((i % 50) as usize)).as_bytes());
         }
         assert!(s.memory_bytes() < 2 * BUFFER);
         let mut buf = Vec::new();
-        // Read back twice, the second time through what the cache kept (and what replaced it).
-        let again = offsets.iter().enumerate().rev().step_by(3);
-        for (i, &o) in offsets.iter().enumerate().chain(again) {
-            let want = record(i);
+        for (i, &o) in offsets.iter().enumerate() {
+            let want = format!("record {i} {}", "x".repeat(i % 50));
             let got = s.read(o, want.len() as u32, &mut buf).unwrap();
             assert_eq!(got, want.as_bytes());
         }
-        assert!(s.memory_bytes() >= CACHE_SETS * CACHED_MAX);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(s.read(s.len(), 1, &mut buf).is_err());
     }
