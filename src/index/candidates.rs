@@ -8,7 +8,7 @@ use super::prefix::PrefixPostings;
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 
 /// How many records ahead a scan prefetches (`Store::prefetch`).
-pub(super) const PREFETCH_AHEAD: usize = 16;
+pub(super) const PREFETCH_AHEAD: usize = 8;
 
 /// The flag bit of a slot's counter on the counted bigram path.
 const IN_PREFIX: u8 = 0x80;
