@@ -2,8 +2,8 @@
 //! bigram posting lists (prefix and count filtering, see `grams`; a sealed generation's are in
 //! prefix form, see `prefix`).
 
-use super::postings::List;
 use super::newest::{Newest, LONG};
+use super::postings::List;
 use super::prefix::PrefixPostings;
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 

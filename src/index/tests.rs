@@ -241,7 +241,11 @@ fn a_growing_generation_in_direct_form_gives_the_same_simhash_candidates() {
                         (fps[s as usize] ^ q.fingerprint.0).count_ones() <= cfg.max_distance
                     }));
                 }
-                assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "after {n} entries");
+                assert_eq!(
+                    got,
+                    want.into_iter().collect::<Vec<_>>(),
+                    "after {n} entries"
+                );
                 met += got.len();
             }
         }
@@ -265,7 +269,11 @@ fn a_sealed_generation_filters_long_entries_by_their_real_length() {
             .collect()
     };
     let long = text(0, 300);
-    idx.insert_all(0, [entry(1, &long), entry(2, &text(5000, 40))], &mut scratch);
+    idx.insert_all(
+        0,
+        [entry(1, &long), entry(2, &text(5000, 40))],
+        &mut scratch,
+    );
     assert!(idx.segments[0].prefix.is_some());
     let gram_candidates = |idx: &Index, q: &Entry| -> Vec<u32> {
         let mut grams = Vec::new();
