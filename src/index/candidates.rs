@@ -51,7 +51,8 @@ fn newest_first<'a>(
 impl Index {
     /// Asks for what the first lookups of `q`'s candidates in `seg` read (its sealed block
     /// tables' directory entries and its gram dictionary's entries), so that they are in cache
-    /// when `seg` is searched: called while the generation before it is searched.
+    /// when `seg` is searched: called while the generation before it is searched (and before
+    /// the first).
     pub(super) fn prefetch_candidates(&self, seg: &Segment, q: &Query<'_>) {
         if self.tabled(q.sketch.tokens.len()) {
             for (t, sealed) in seg.sealed_tables.iter().enumerate() {
@@ -82,12 +83,9 @@ impl Index {
         // ahead within one bucket would come too late. A sealed table's scan leaves out the
         // slots whose stored fragment is already too far.
         scratch.slots.clear();
-        // The sealed tables' directory entries, then their buckets, asked for ahead: each is a
-        // cache miss, and four tables' misses then overlap.
+        // The sealed tables' buckets asked for ahead (their directory entries were, by
+        // `prefetch_candidates`): each is a cache miss, and four tables' misses then overlap.
         let permuted = |t| self.layout.permuted(t, fp);
-        for (t, sealed) in seg.sealed_tables.iter().enumerate() {
-            sealed.prefetch_dir(permuted(t));
-        }
         for (t, sealed) in seg.sealed_tables.iter().enumerate() {
             sealed.prefetch_bucket(permuted(t));
         }

@@ -64,6 +64,9 @@ impl Index {
             best: None,
         };
         let mut segs = self.live_segments(q).peekable();
+        if let Some(newest) = segs.peek() {
+            self.prefetch_candidates(newest, q);
+        }
         while let Some(seg) = segs.next() {
             if let Some(older) = segs.peek() {
                 self.prefetch_candidates(older, q);
