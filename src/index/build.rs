@@ -129,9 +129,8 @@ impl<'a> Indexer<'a> {
             prefix.add(grams);
             lens.push(chars.len() as u32);
         }
-        seg.sealed_tables = seg.build_tables(self.layout, |s| {
-            self.tabled(seg.store.meta(s).tokens as usize)
-        });
+        seg.sealed_tables =
+            seg.build_tables(self.layout, |s| self.tabled(seg.store.meta(s).tokens()));
         let prefix = prefix.finish(|slot| lens[slot as usize], self.verify);
         seg.prefix = (prefix.postings() > 0).then_some(prefix);
         seg.seal(self.layout, self.verify);

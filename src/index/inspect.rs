@@ -72,7 +72,7 @@ impl Index {
                 };
                 for slot in 0..s.store.len() as u32 {
                     let m = s.store.meta(slot);
-                    let t = self.tabled(m.tokens as usize);
+                    let t = self.tabled(m.tokens());
                     let g = self.gram_indexed(m.chars() as usize);
                     sh.tabled += usize::from(t);
                     sh.gram_indexed += usize::from(g);

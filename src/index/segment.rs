@@ -58,7 +58,7 @@ impl Segment {
     /// tables and postings are the caller's).
     pub(super) fn push(&mut self, e: &super::Entry) -> u32 {
         let slot = self.store.push(e);
-        self.enter_text(slot);
+        self.texts.insert(short_hash(e.text_hash), slot);
         slot
     }
 
@@ -70,21 +70,15 @@ impl Segment {
         tokens: &[u32],
     ) -> u32 {
         let slot = self.store.push_view(v, chars, tokens);
-        self.enter_text(slot);
+        let h = xxhash_rust::xxh3::xxh3_64(v.text.as_bytes());
+        self.texts.insert(short_hash(h), slot);
         slot
     }
 
     /// Makes room for `additional` more entries in the exact-text table.
     pub(super) fn reserve(&mut self, additional: usize) {
-        let store = &self.store;
-        self.texts.reserve(additional, |s| store.meta(s).text_hash);
+        self.texts.reserve(additional);
         self.store.reserve(additional);
-    }
-
-    fn enter_text(&mut self, slot: u32) {
-        let store = &self.store;
-        let h = store.meta(slot).text_hash;
-        self.texts.insert(h, slot, |s| store.meta(s).text_hash);
     }
 
     /// Whether `cold`, the record of `slot`, holds exactly the text `chars`.
@@ -97,7 +91,7 @@ impl Segment {
     pub(super) fn any_text(&self, h: u64, mut pred: impl FnMut(&store::Cold<'_>) -> bool) -> bool {
         let mut buf = Vec::new();
         self.texts
-            .find(short_hash(h), |s| self.store.meta(s).text_hash)
+            .find(short_hash(h))
             .any(|slot| self.store.cold(slot, &mut buf).is_ok_and(|c| pred(&c)))
     }
 
@@ -112,9 +106,7 @@ impl Segment {
     /// records are read and those with another text left out; a single one is returned as it is
     /// (the caller compares its text: if it differs, no entry of the generation has this text).
     pub(super) fn earliest(&self, h: u64, chars: &[char]) -> Option<u32> {
-        let mut slots = self
-            .texts
-            .find(short_hash(h), |s| self.store.meta(s).text_hash);
+        let mut slots = self.texts.find(short_hash(h));
         let first = slots.next()?;
         let mut rest = slots.peekable();
         if rest.peek().is_none() {

@@ -5,13 +5,16 @@
 //! pass the gates.
 
 use crate::types::{EventTime, Fingerprint, PostId};
-use crate::verify::{char_bits, token_bits, Bits, Gates, Sketch};
+use crate::verify::{char_bits, token_bits, Bits, Gates, Sketch, MANY_TOKENS};
 
 use super::cold::{ColdStore, InMemory};
 use super::entry::{le_u32s, Entry, EntryView, OrderKey};
 
-/// Per-slot record: what filters and gates need, plus where the rest lives (40 bytes).
+/// Per-slot record: what filters and gates need, plus where the rest lives. 32 bytes, aligned
+/// to 32, so that reading one never touches two cache lines. (The text hash of the exact path
+/// is kept in the exact-text table, `SlotTable`.)
 #[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
 pub struct Meta {
     /// SimHash fingerprint.
     pub fingerprint: u64,
@@ -20,13 +23,15 @@ pub struct Meta {
     /// whole is longer than `MAX_RECORD` bytes, so the length never saturates for a readable
     /// entry).
     loc: u64,
-    /// `verify::char_bits` of the normalized text and `verify::token_bits` of its tokens.
-    pub bits: Bits,
-    /// The low 32 bits of the xxh3 of the normalized text (the record's text gives the rest).
-    pub text_hash: u32,
-    /// Distinct tokens.
-    pub tokens: u32,
+    /// `verify::char_bits` of the normalized text.
+    char_bits: u64,
+    /// `verify::token_bits` of its distinct tokens (low 48 bits; `token_bits` sets no other)
+    /// and how many there are (high 16 bits, at most `verify::MANY_TOKENS`).
+    token_word: u64,
 }
+
+/// The bit of `Meta::token_word` where the token count starts.
+const TOKEN_COUNT_SHIFT: u32 = 48;
 
 impl Meta {
     /// What verification's gates need.
@@ -34,11 +39,20 @@ impl Meta {
     pub fn gates(&self) -> Gates {
         Gates {
             chars: self.chars() as usize,
-            tokens: self.tokens as usize,
+            tokens: self.tokens(),
             fingerprint: Fingerprint(self.fingerprint),
-            text_hash: self.text_hash,
-            bits: self.bits,
+            text_hash: None,
+            bits: Bits {
+                chars: self.char_bits,
+                tokens: self.token_word & ((1 << TOKEN_COUNT_SHIFT) - 1),
+            },
         }
+    }
+
+    /// Distinct tokens, at most `verify::MANY_TOKENS` (which stands for that many or more).
+    #[inline]
+    pub fn tokens(&self) -> usize {
+        (self.token_word >> TOKEN_COUNT_SHIFT) as usize
     }
 
     /// Normalized text length in characters.
@@ -93,7 +107,6 @@ struct Parts<'a> {
     utf8: Option<&'a [u8]>,
     chars: &'a [char],
     tokens: &'a [u32],
-    text_hash: u64,
 }
 
 /// The cold part of an entry.
@@ -200,9 +213,7 @@ impl Store {
     #[inline]
     pub fn prefetch(&self, slot: u32) {
         if let Some(m) = self.meta.get(slot as usize) {
-            // Its first and last field: a record can straddle two cache lines.
             super::prefetch(m);
-            super::prefetch(&m.tokens);
         }
     }
 
@@ -221,7 +232,6 @@ impl Store {
             utf8: None,
             chars: &e.chars,
             tokens: &e.tokens,
-            text_hash: e.text_hash,
         })
     }
 
@@ -237,7 +247,6 @@ impl Store {
             utf8: Some(v.text.as_bytes()),
             chars,
             tokens,
-            text_hash: xxhash_rust::xxh3::xxh3_64(v.text.as_bytes()),
         })
     }
 
@@ -282,12 +291,9 @@ impl Store {
         self.meta.push(Meta {
             fingerprint: e.fingerprint.0,
             loc: (offset << LEN_BITS) | e.chars.len().min(MAX_RECORD) as u64,
-            bits: Bits {
-                chars: char_bits(e.chars),
-                tokens: token_bits(e.tokens),
-            },
-            text_hash: short_hash(e.text_hash),
-            tokens: e.tokens.len() as u32,
+            char_bits: char_bits(e.chars),
+            token_word: token_bits(e.tokens)
+                | (e.tokens.len().min(MANY_TOKENS) as u64) << TOKEN_COUNT_SHIFT,
         });
         slot
     }
@@ -365,7 +371,8 @@ mod tests {
 
     #[test]
     fn entries_round_trip_and_meta_stays_small() {
-        assert_eq!(std::mem::size_of::<Meta>(), 40);
+        assert_eq!(std::mem::size_of::<Meta>(), 32);
+        assert_eq!(std::mem::align_of::<Meta>(), 32);
         let mut s = Store::default();
         let e = |id: &str, text: &str, seq| Entry {
             id: PostId(id.into()),
@@ -417,5 +424,16 @@ mod tests {
         assert_eq!(s.meta(1).chars(), 0);
         assert_eq!(s.meta(0).chars(), 9);
         assert_eq!(sk.text_hash, a.text_hash);
+        // The gates' token count and set, kept in one word.
+        assert_eq!(s.meta(0).tokens(), 3);
+        assert_eq!(s.meta(0).gates().bits.tokens, token_bits(&a.tokens));
+        let many = Entry {
+            tokens: (0..70_000).collect::<Vec<u32>>().into(),
+            ..e("many", "很多词", 3)
+        };
+        let slot = s.push(&many);
+        assert_eq!(s.meta(slot).tokens(), MANY_TOKENS);
+        assert_eq!(s.meta(slot).gates().bits.tokens, token_bits(&many.tokens));
+        assert_eq!(s.meta(slot).fingerprint, 0xfeed);
     }
 }

@@ -269,12 +269,13 @@ pub fn verify_within(
 pub struct Gates {
     /// Normalized text length in characters.
     pub chars: usize,
-    /// Distinct tokens.
+    /// Distinct tokens; `MANY_TOKENS` stands for that many or more.
     pub tokens: usize,
     /// SimHash fingerprint.
     pub fingerprint: Fingerprint,
-    /// The low 32 bits of the xxh3 of the normalized text.
-    pub text_hash: u32,
+    /// The low 32 bits of the xxh3 of the normalized text, when known (the index's records
+    /// leave it out: an identical text is found by its exact path first).
+    pub text_hash: Option<u32>,
     /// `char_bits` of the normalized text and `token_bits` of its tokens.
     pub bits: Bits,
 }
@@ -309,14 +310,19 @@ pub fn char_bits(chars: &[char]) -> u64 {
     })
 }
 
-/// A 64-bit set of the distinct token hashes (each sets bit `hash % 64`, remixed). A set bit of
-/// one post that the other lacks stands for at least one of its tokens absent from the other, so
-/// such bits bound the token overlap, and with it Zhou's similarity, from above.
+/// A set of the distinct token hashes in the low 48 bits of a word (each token sets one, by its
+/// remixed hash; the index keeps a token count in the other 16). A set bit of one post that the
+/// other lacks stands for at least one of its tokens absent from the other, so such bits bound
+/// the token overlap, and with it Zhou's similarity, from above.
 pub fn token_bits(tokens: &[u32]) -> u64 {
     tokens.iter().fold(0u64, |bits, &t| {
-        bits | 1u64 << (t.wrapping_mul(0x9E37_79B9) >> 26)
+        bits | 1u64 << ((u64::from(t.wrapping_mul(0x9E37_79B9)) * 48) >> 32)
     })
 }
+
+/// The largest token count `Gates` distinguishes: a count this large is a lower bound, and the
+/// SimHash gate lets such a candidate through.
+pub const MANY_TOKENS: usize = u16::MAX as usize;
 
 /// False only when `verify` certainly rejects the pair (and spends nothing of a budget on it):
 /// no identical-text hash; lengths, or characters one text has and the other lacks (`char_bits`
@@ -324,7 +330,7 @@ pub fn token_bits(tokens: &[u32]) -> u64 {
 /// character of the shorter text missing from the longer; and a SimHash similarity that even the
 /// largest token overlap the token sets allow could not lift to the threshold.
 pub fn may_accept(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) -> bool {
-    if a.text_hash as u32 == b.text_hash {
+    if b.text_hash == Some(a.text_hash as u32) {
         return true;
     }
     let (n, m) = (a.chars.len(), b.chars);
@@ -364,6 +370,9 @@ pub fn may_accept(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) 
 pub fn may_accept_simhash(a: &Sketch<'_>, a_tokens: u64, b: &Gates, cfg: &VerifyConfig) -> bool {
     if a.tokens.len() < cfg.simhash_min_tokens || b.tokens < cfg.simhash_min_tokens {
         return false;
+    }
+    if b.tokens >= MANY_TOKENS {
+        return true;
     }
     let distance = a.fingerprint.hamming(b.fingerprint);
     let (na, nb) = (a.tokens.len(), b.tokens);

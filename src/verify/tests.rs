@@ -157,9 +157,13 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash as u32, bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
+        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
         if verify(&sa, &sb, &cfg).is_some() {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg));
+            // The index's records leave the text hash out: their gates pass every such pair
+            // but identical texts, which the index's exact path finds first.
+            let unhashed = Gates { text_hash: None, ..gates };
+            prop_assert!(a == b || may_accept(&sa, &Bits::of(&sa), &unhashed, &cfg));
         }
     }
 
@@ -178,7 +182,7 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: sb.text_hash as u32, bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
+        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
         if verify(&sa, &sb, &cfg).is_some() {
             prop_assert!(may_accept_simhash(&sa, token_bits(&ta), &gates, &cfg));
         }
@@ -199,7 +203,7 @@ proptest! {
         let b: Vec<char> = pad.0.chars().chain(b[cut.0.min(b.len())..end].iter().copied()).chain(pad.1.chars()).collect();
         let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: sb.text_hash as u32, bits: Bits { chars: char_bits(&b), tokens: 0 } };
+        let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: 0 } };
         if verify(&sa, &sb, &cfg).is_some() {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg), "a={:?} b={:?}", a, b);
         }
@@ -244,4 +248,30 @@ proptest! {
         let y = verify(&sketch(&b, &[], 0), &sketch(&a, &[], 0), &cfg).map(|m| m.method);
         prop_assert_eq!(x, y);
     }
+}
+
+#[test]
+fn a_token_count_too_large_to_keep_passes_the_token_gate() {
+    let cfg = VerifyConfig::default();
+    let (a, b) = (chars("天地人和风雨云雪山水"), chars("abcdefghijkl"));
+    let ta: Vec<u32> = (0..20).collect();
+    let sa = sketch(&a, &ta, 0);
+    let gates = |tokens| Gates {
+        chars: b.len(),
+        tokens,
+        fingerprint: Fingerprint(u64::MAX),
+        text_hash: None,
+        bits: Bits::default(),
+    };
+    // No token bit in common and every fingerprint bit apart: rejected, unless the count
+    // stands for "at least this many", which bounds nothing.
+    assert!(!may_accept_simhash(&sa, token_bits(&ta), &gates(20), &cfg));
+    assert!(may_accept_simhash(
+        &sa,
+        token_bits(&ta),
+        &gates(MANY_TOKENS),
+        &cfg
+    ));
+    // The token sets use the low 48 bits only: the index keeps its count in the rest.
+    assert_eq!(token_bits(&(0..5000).collect::<Vec<u32>>()) >> 48, 0);
 }

@@ -48,7 +48,7 @@ pub(crate) fn gates_of(a: &Analyzed) -> Option<Gates> {
         chars: s.chars.len(),
         tokens: s.tokens.len(),
         fingerprint: s.fingerprint,
-        text_hash: s.text_hash as u32,
+        text_hash: Some(s.text_hash as u32),
         bits: Bits::of(&s),
     })
 }
