@@ -1,5 +1,5 @@
-//! The per-post decision. `Analyzer::analyze` is stateless (normalize, segment, weight,
-//! fingerprint) so the route stage can run it alone; `Engine::decide` is the one synchronous,
+//! The per-post decision. `Analyzer::analyze` depends on the post's text alone (normalize,
+//! segment, weight, fingerprint) so the route stage can run it alone; `Engine::decide` is the one synchronous,
 //! stateful call that queries the index, picks a verdict and records index changes for the
 //! durable store. No I/O happens here.
 
@@ -15,6 +15,7 @@ use crate::index::{
     Entry, EntryRef, Found, Index, IndexConfig, LayoutError, OrderKey, Packed, Query, QueryStats,
     Scratch, Visibility,
 };
+use crate::text::memo::SegmentMemo;
 use crate::text::normalize::{Normalizer, Removed};
 use crate::text::tokenize::{Tokenizer, WeightedToken};
 use crate::types::{EventTime, Fingerprint, PostId, RejectReason, Rejection};
@@ -71,10 +72,12 @@ impl Analyzed {
     }
 }
 
-/// Normalization, segmentation and fingerprinting; one per worker thread.
+/// Normalization, segmentation and fingerprinting; one per worker thread. Its output depends on
+/// the text alone: it keeps recent segmentations (`SegmentMemo`) only to spare repeating them.
 pub struct Analyzer<'t> {
     normalizer: Normalizer,
     tokenizer: &'t Tokenizer,
+    memo: SegmentMemo,
 }
 
 impl<'t> Analyzer<'t> {
@@ -83,6 +86,7 @@ impl<'t> Analyzer<'t> {
         Analyzer {
             normalizer: Normalizer::new(),
             tokenizer,
+            memo: SegmentMemo::default(),
         }
     }
 
@@ -93,7 +97,13 @@ impl<'t> Analyzer<'t> {
         out.chars.clear();
         out.chars.extend(out.normalized.chars());
         out.text_hash = xxhash_rust::xxh3::xxh3_64(out.normalized.as_bytes());
-        self.tokenizer.tokenize(&out.normalized, &mut out.tokens);
+        if !self
+            .memo
+            .recall(&out.normalized, out.text_hash, &mut out.tokens)
+        {
+            self.tokenizer.tokenize(&out.normalized, &mut out.tokens);
+            self.memo.note(&out.normalized, out.text_hash, &out.tokens);
+        }
         out.token_set.clear();
         out.token_set
             .extend(out.tokens.iter().map(|t| t.hash as u32));

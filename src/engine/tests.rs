@@ -219,3 +219,34 @@ fn only_a_live_posts_arrival_orders_it_and_the_arrival_never_falls() {
     assert_eq!(e.order_key(arriving(87_400_000), t).arrival, 1_000_400);
     assert_eq!(e.order_key(at(3, 2), t).arrival, 1_000_400);
 }
+
+#[test]
+fn one_analyzer_gives_each_text_what_a_fresh_one_does_repeats_included() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::TfidfLen, "的\n了");
+    let texts = [
+        TEXT,
+        "转发微博",
+        TEXT,
+        "//@甲: 今天早上地铁二号线又停运了上班的朋友们记得绕行",
+        "",
+        "哈哈哈哈[哈哈]",
+        TEXT,
+        "今天早上地铁二号线又停运了",
+        "哈哈哈哈",
+        "今天早上地铁二号线又停运了",
+        "今天早上地铁二号线又停运了",
+        "转发微博",
+    ];
+    let mut one = Analyzer::new(&tok);
+    let mut a = Analyzed::default();
+    for t in texts.iter().cycle().take(3 * texts.len()) {
+        one.analyze(t, &mut a);
+        let fresh = post(&tok, t);
+        assert_eq!(a.normalized, fresh.normalized);
+        assert_eq!(a.tokens, fresh.tokens, "{t}");
+        assert_eq!(a.token_set, fresh.token_set);
+        assert_eq!(a.fingerprint(), fresh.fingerprint());
+        assert_eq!(a.grams, fresh.grams);
+        assert_eq!(a.text_hash, fresh.text_hash);
+    }
+}
