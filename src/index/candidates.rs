@@ -214,17 +214,27 @@ impl Index {
         let mut budget = self.cfg.posting_scan_cap;
         for i in 0..probes {
             let lists = p.lists(scratch.ranked[i].2);
-            // (list, how the entry's length must compare with the query's: 0 either way, -1
-            // not longer, 1 not shorter).
+            // (list, the rules a match found there can verify by: see the module documentation
+            // of `prefix`; the lengths they allow are checked below).
             let scans = [
-                (lists.first, if i <= ex { 0 } else { -1 }),
+                (
+                    lists.first,
+                    match i {
+                        0 => Rules::Any,
+                        _ if i <= ex => Rules::EditOrContained(Side::Shorter),
+                        _ => Rules::Contained(Side::Shorter),
+                    },
+                ),
                 (
                     if i <= ex {
                         lists.edit
                     } else {
                         Newest::default()
                     },
-                    0,
+                    match i {
+                        0 => Rules::EditOrContained(Side::Longer),
+                        _ => Rules::Edit,
+                    },
                 ),
                 (
                     if i == 0 {
@@ -232,10 +242,10 @@ impl Index {
                     } else {
                         Newest::default()
                     },
-                    1,
+                    Rules::Contained(Side::Longer),
                 ),
             ];
-            for (list, side) in scans {
+            for (list, rules) in scans {
                 if list.is_empty() || budget == 0 {
                     continue;
                 }
@@ -247,12 +257,7 @@ impl Index {
                         LONG => seg.store.meta(slot).chars(),
                         short => u32::from(short),
                     };
-                    let sided = match side {
-                        -1 => m as usize <= n,
-                        1 => m as usize >= n,
-                        _ => true,
-                    };
-                    if sided && self.comparable_lengths(n, m) {
+                    if self.lengths_allow(rules, n, m) {
                         scratch.cands.push(EntryRef { gen: seg.gen, slot });
                     }
                 }
@@ -323,4 +328,53 @@ impl Index {
         entry_chars as f32 >= self.min_len_ratio * query_chars as f32
             && query_chars as f32 >= self.min_len_ratio * entry_chars as f32
     }
+
+    /// Whether an entry of `entry_chars` characters, found in a prefix list whose matches verify
+    /// by `rules`, may match a query of `query_chars`: the edit rule's band (as
+    /// `verify::may_accept` computes it), or comparable lengths with the entry on the side a
+    /// containment needs.
+    fn lengths_allow(&self, rules: Rules, query_chars: usize, entry_chars: u32) -> bool {
+        let m = entry_chars as usize;
+        let edit = || {
+            let (short, long) = (query_chars.min(m), query_chars.max(m));
+            let max_edits =
+                ((1.0 - self.verify.edit_similarity) * long as f32 + 1e-4).floor() as usize;
+            long - short <= max_edits
+        };
+        let contained = |side| {
+            let sided = match side {
+                Side::Shorter => m <= query_chars,
+                Side::Longer => m >= query_chars,
+            };
+            sided && self.comparable_lengths(query_chars, entry_chars)
+        };
+        match rules {
+            Rules::Any => self.comparable_lengths(query_chars, entry_chars),
+            Rules::EditOrContained(side) => edit() || contained(side),
+            Rules::Edit => edit(),
+            Rules::Contained(side) => contained(side),
+        }
+    }
+}
+
+/// The char rules a match found in one prefix list can verify by (see `prefix`).
+#[derive(Clone, Copy, Debug)]
+enum Rules {
+    /// Either rule, the entry on either side.
+    Any,
+    /// The edit rule, or a containment with the entry on this side.
+    EditOrContained(Side),
+    /// The edit rule alone.
+    Edit,
+    /// A containment with the entry on this side.
+    Contained(Side),
+}
+
+/// Where an entry lies against the query in a containment.
+#[derive(Clone, Copy, Debug)]
+enum Side {
+    /// Inside the query: not longer.
+    Shorter,
+    /// Around it: not shorter.
+    Longer,
 }
