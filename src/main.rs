@@ -3,7 +3,11 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use simdedup::app::{cli, telemetry};
+use simdedup::app::{alloc::HugePages, cli, telemetry};
+
+/// Large blocks on transparent huge pages (see `app::alloc`).
+#[global_allocator]
+static ALLOC: HugePages = HugePages;
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

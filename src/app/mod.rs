@@ -1,6 +1,7 @@
 //! The application edge: command line, configuration, telemetry, the metrics endpoint,
 //! evaluation and the load generator.
 
+pub mod alloc;
 pub mod cli;
 pub mod cmd;
 pub mod common;

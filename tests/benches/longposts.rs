@@ -7,6 +7,10 @@
 //! `cargo bench --bench longposts -- 200 50` (post counts; default 200); `cells=N` sets
 //! `verify.max_verify_cells_per_post` (0 = unlimited).
 
+/// The allocator of the `simdedup` binary: large blocks on transparent huge pages.
+#[global_allocator]
+static ALLOC: simdedup::app::alloc::HugePages = simdedup::app::alloc::HugePages;
+
 use std::time::Instant;
 
 use simdedup::app::config::Config;

@@ -13,6 +13,10 @@
 //! `--state DIR` keeps the written state in `DIR/<count>` and reuses it when a previous run left
 //! it complete, so that several runs time restarts of one state.
 
+/// The allocator of the `simdedup` binary: large blocks on transparent huge pages.
+#[global_allocator]
+static ALLOC: simdedup::app::alloc::HugePages = simdedup::app::alloc::HugePages;
+
 use std::time::Instant;
 
 use simdedup::app::config::Config;

@@ -10,6 +10,10 @@
 //! `cargo bench --bench scale -- --entries 1M --out DIR` (see `scripts/bench-scale.sh`; flags in
 //! `Args::parse`).
 
+/// The allocator of the `simdedup` binary: large blocks on transparent huge pages.
+#[global_allocator]
+static ALLOC: simdedup::app::alloc::HugePages = simdedup::app::alloc::HugePages;
+
 mod background;
 mod corpus;
 mod dev;
