@@ -1,5 +1,5 @@
 //! Compact storage of one generation's entries, without a heap allocation per entry: what the
-//! candidate filters and verification's cheap gates read of every candidate sits in one 40-byte
+//! candidate filters and verification's cheap gates read of every candidate sits in one 32-byte
 //! record per slot (`Meta`); the rest (order key, time, id, normalized text as UTF-8, token
 //! hashes) is one record in the generation's `ColdStore`, read back only for candidates that
 //! pass the gates.

@@ -14,8 +14,9 @@ pub struct StateConfig {
     /// sled page cache size in bytes.
     pub cache_capacity_bytes: u64,
     /// With a state dir, the index keeps its entries' ids, texts and token hashes in spill files
-    /// under `<state-dir>/spill/` (unlinked scratch files, rebuilt from sled on start) and only
-    /// about 40 bytes of each entry in memory; false keeps everything in memory.
+    /// under `<state-dir>/spill/` (unlinked scratch files, rebuilt from sled on start) and only a
+    /// 32-byte record of each entry (and its postings) in memory; false keeps everything in
+    /// memory.
     pub spill_texts: bool,
 }
 
