@@ -1,7 +1,7 @@
 //! The per-post decision. `Analyzer::analyze` depends on the post's text alone (normalize,
-//! segment, weight, fingerprint) so the route stage can run it alone; `Engine::decide` is the one synchronous,
-//! stateful call that queries the index, picks a verdict and records index changes for the
-//! durable store. No I/O happens here.
+//! segment, weight, fingerprint) so the route stage can run it alone; `Engine::decide` is the
+//! one synchronous, stateful call that queries the index, picks a verdict and records index
+//! changes for the durable store. No I/O happens here.
 
 use std::collections::BTreeMap;
 

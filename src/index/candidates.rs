@@ -337,9 +337,7 @@ impl Index {
         let m = entry_chars as usize;
         let edit = || {
             let (short, long) = (query_chars.min(m), query_chars.max(m));
-            let max_edits =
-                ((1.0 - self.verify.edit_similarity) * long as f32 + 1e-4).floor() as usize;
-            long - short <= max_edits
+            long - short <= crate::verify::max_edits(long, &self.verify)
         };
         let contained = |side| {
             let sided = match side {

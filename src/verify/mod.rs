@@ -223,7 +223,7 @@ pub fn verify_within(
         (b.chars, a.chars)
     };
     if !short.is_empty() && long.len() >= cfg.edit_min_chars {
-        let max_edits = ((1.0 - cfg.edit_similarity) * long.len() as f32 + 1e-4).floor() as usize;
+        let max_edits = max_edits(long.len(), cfg);
         if let Some(d) = edit_distance_within(short, long, max_edits, budget)? {
             return accept(Method::Edit, 1.0 - d as f32 / long.len() as f32, budget);
         }
@@ -320,6 +320,11 @@ pub fn token_bits(tokens: &[u32]) -> u64 {
     })
 }
 
+/// Most edits the edit rule allows between two texts whose longer one has `long` characters.
+pub fn max_edits(long: usize, cfg: &VerifyConfig) -> usize {
+    ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4).floor() as usize
+}
+
 /// The largest token count `Gates` distinguishes: a count this large is a lower bound, and the
 /// SimHash gate lets such a candidate through.
 pub const MANY_TOKENS: usize = u16::MAX as usize;
@@ -336,7 +341,7 @@ pub fn may_accept(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) 
     let (n, m) = (a.chars.len(), b.chars);
     let (short, long) = (n.min(m), n.max(m));
     if short > 0 && long >= cfg.edit_min_chars {
-        let max_edits = ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4).floor() as usize;
+        let max_edits = max_edits(long, cfg);
         let absent = (a_bits.chars & !b.bits.chars)
             .count_ones()
             .max((b.bits.chars & !a_bits.chars).count_ones()) as usize;
