@@ -23,6 +23,7 @@ use keys::{entry_key, piece_key, PIECE_BYTES};
 
 const KEY_CHECKPOINT: &[u8] = b"checkpoint";
 const KEY_ANALYSIS: &[u8] = b"analysis_id";
+const KEY_GENERATION: &[u8] = b"generation_secs";
 
 /// Errors of the durable store. All are fatal for the process: nothing is committed past them.
 #[derive(Debug, thiserror::Error)]
@@ -84,6 +85,17 @@ pub enum StateError {
         /// What this run uses.
         current: String,
     },
+    /// The stored entries' generations are numbered by another `window.generation_secs`:
+    /// read with this run's, they would never expire.
+    #[error("state dir {path} numbers its generations by window.generation_secs = {stored}, but this run uses {current}; set it back to {stored}, or use a fresh --state-dir")]
+    GenerationMismatch {
+        /// The state dir.
+        path: PathBuf,
+        /// The width the store's generations are numbered by.
+        stored: i64,
+        /// This run's width.
+        current: i64,
+    },
 }
 
 /// Length an output had at a checkpoint.
@@ -142,6 +154,7 @@ pub struct Store {
     meta: sled::Tree,
     entries: sled::Tree,
     path: PathBuf,
+    read_only: bool,
 }
 
 impl StateError {
@@ -205,6 +218,7 @@ impl Store {
             meta,
             entries,
             path: path.into(),
+            read_only: false,
         })
     }
 
@@ -267,6 +281,41 @@ impl Store {
             meta,
             entries,
             path: path.into(),
+            read_only: true,
+        })
+    }
+
+    /// Checks that the stored generations are numbered by `generation_secs`
+    /// (`window.generation_secs` of this run): a generation's number is its start time over
+    /// the width, so entries numbered by another width would be read as far older or newer
+    /// than they are. A store that does not record its width yet (new, or written by an
+    /// earlier version) records this one, unless opened read-only.
+    pub fn check_generation_secs(&self, generation_secs: i64) -> Result<(), StateError> {
+        guarded(&self.path, || {
+            match self.meta.get(KEY_GENERATION)? {
+                Some(v) => {
+                    let stored = <[u8; 8]>::try_from(v.as_ref())
+                        .map(i64::from_le_bytes)
+                        .map_err(|_| StateError::Damaged {
+                            path: self.path.clone(),
+                            detail: "its generation width record is not 8 bytes".into(),
+                        })?;
+                    if stored != generation_secs {
+                        return Err(StateError::GenerationMismatch {
+                            path: self.path.clone(),
+                            stored,
+                            current: generation_secs,
+                        });
+                    }
+                }
+                None if self.read_only => {}
+                None => {
+                    self.meta
+                        .insert(KEY_GENERATION, &generation_secs.to_le_bytes())?;
+                    self.db.flush()?;
+                }
+            }
+            Ok(())
         })
     }
 

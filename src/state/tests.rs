@@ -149,6 +149,45 @@ fn analysis_mismatch_is_refused() {
     ));
 }
 
+#[test]
+fn another_generation_width_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    // A new store records the width it is first checked with, and accepts it again.
+    store.check_generation_secs(21600).unwrap();
+    store.check_generation_secs(21600).unwrap();
+    drop(store);
+    let ro = after_drop(|| Store::open_read_only(dir.path(), "a", 1 << 20)).unwrap();
+    assert!(matches!(
+        ro.check_generation_secs(43200),
+        Err(StateError::GenerationMismatch {
+            stored: 21600,
+            current: 43200,
+            ..
+        })
+    ));
+    drop(ro);
+    let store = after_drop(|| Store::open(dir.path(), "a", 1 << 20)).unwrap();
+    let err = store.check_generation_secs(43200).unwrap_err();
+    assert!(err.to_string().contains("generation_secs = 21600"), "{err}");
+}
+
+#[test]
+fn a_read_only_store_without_a_width_accepts_any_and_records_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    store.commit(&[], &checkpoint(0), None).unwrap();
+    drop(store);
+    // Written before widths were recorded: inspect reads it with its configured width...
+    let ro = after_drop(|| Store::open_read_only(dir.path(), "a", 1 << 20)).unwrap();
+    ro.check_generation_secs(43200).unwrap();
+    drop(ro);
+    // ...and the next writer records its own.
+    let store = after_drop(|| Store::open(dir.path(), "a", 1 << 20)).unwrap();
+    store.check_generation_secs(21600).unwrap();
+    assert!(store.check_generation_secs(43200).is_err());
+}
+
 /// A checkpoint at `next_seq` with no watermarks and no run record.
 fn checkpoint(next_seq: u64) -> Checkpoint {
     Checkpoint {

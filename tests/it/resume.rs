@@ -1,5 +1,6 @@
-//! Durable state: a second run continues the window, and a run killed with SIGKILL resumes from
-//! its checkpoint with exactly the outputs of an uninterrupted run.
+//! Durable state: a second run continues the window, a run killed with SIGKILL resumes from
+//! its checkpoint with exactly the outputs of an uninterrupted run, and a state dir refuses a
+//! run whose generation width would misread its generations.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -37,6 +38,27 @@ fn second_run_with_same_state_dir_continues_the_window() {
     let fresh = Outs::in_dir(dir.path(), "fresh");
     run_ok(fresh.command(&b, Some(&dir.path().join("state2"))));
     assert_eq!(cluster_of(&fresh.dups, "p02"), None);
+}
+
+#[test]
+fn a_state_dir_refuses_another_generation_width() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = split_sample(dir.path());
+    let state = dir.path().join("state");
+    run_ok(Outs::in_dir(dir.path(), "a").command(&a, Some(&state)));
+    let mut second = Outs::in_dir(dir.path(), "b").command(&b, Some(&state));
+    let out = second
+        .env("SIMDEDUP_WINDOW__GENERATION_SECS", "43200")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("window.generation_secs = 21600, but this run uses 43200"),
+        "{err}"
+    );
+    // The width it was built with still resumes it.
+    run_ok(Outs::in_dir(dir.path(), "c").command(&b, Some(&state)));
 }
 
 #[test]

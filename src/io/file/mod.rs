@@ -170,11 +170,11 @@ pub fn run(
     let mut engine =
         Engine::with_cold(&cfg.engine, cold).map_err(|e| PipelineError::Config(e.to_string()))?;
     let store = match &job.state_dir {
-        Some(dir) => Some(Store::open(
-            dir,
-            &job.analysis_id,
-            cfg.state.cache_capacity_bytes,
-        )?),
+        Some(dir) => {
+            let store = Store::open(dir, &job.analysis_id, cfg.state.cache_capacity_bytes)?;
+            store.check_generation_secs(cfg.engine.window.generation_secs)?;
+            Some(store)
+        }
         None => None,
     };
     let cp = match &store {

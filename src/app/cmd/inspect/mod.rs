@@ -134,6 +134,7 @@ impl InspectError {
             self,
             InspectError::Config(_)
                 | InspectError::State(StateError::AnalysisMismatch { .. })
+                | InspectError::State(StateError::GenerationMismatch { .. })
                 | InspectError::State(StateError::NotAStateDir { .. })
         )
     }
@@ -177,6 +178,7 @@ pub fn open(dir: &Path, cfg: &Config) -> Result<Opened, InspectError> {
         .map_err(|e| InspectError::Config(e.to_string()))?;
     let mut engine = Engine::new(&cfg.engine()).map_err(|e| InspectError::Config(e.to_string()))?;
     let store = Store::open_read_only(dir, &analysis, cfg.state.cache_capacity_bytes)?;
+    store.check_generation_secs(cfg.window.generation_secs)?;
     let cp = store.checkpoint()?.unwrap_or_default();
     let min_gen = min_live_generation(engine.window(), &cp.watermarks);
     let loaded = store.read(min_gen, cp.next_seq)?;

@@ -52,11 +52,15 @@ impl LocalState {
     pub(super) fn open(
         dir: &Path,
         analysis_id: &str,
+        generation_secs: i64,
         cache_bytes: u64,
         interval: Duration,
     ) -> Result<(LocalState, Option<Restored>), KafkaError> {
         let t = Instant::now();
         let store = Store::open(dir, analysis_id, cache_bytes).map_err(state_err)?;
+        store
+            .check_generation_secs(generation_secs)
+            .map_err(state_err)?;
         let cp = store.checkpoint().map_err(state_err)?;
         tracing::info!(secs = t.elapsed().as_secs_f64(), "local state opened");
         let restored = match cp {
@@ -229,7 +233,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("simdedup-local-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let (mut l, restored) =
-            LocalState::open(&dir, "test", 1 << 20, Duration::from_secs(3600)).unwrap();
+            LocalState::open(&dir, "test", 3600, 1 << 20, Duration::from_secs(3600)).unwrap();
         assert!(restored.is_none());
         let (a, b) = (entry("a", 1), entry("b", 2));
         l.decided([(0, a.clone()), (0, b.clone())]);

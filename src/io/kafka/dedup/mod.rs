@@ -176,6 +176,7 @@ pub fn run(
             let (l, r) = local::LocalState::open(
                 &s.dir,
                 &s.analysis_id,
+                cfg.engine.window.generation_secs,
                 cfg.state.cache_capacity_bytes,
                 interval,
             )?;
