@@ -19,9 +19,10 @@
 # stops short of the target; default 3), --dev-gap-cap-secs S (gaps between dev posts are capped
 # at S before the linear squeeze; default 60), --no-restart, --in-memory (keep entries' ids, texts
 # and tokens in memory, as `state.spill_texts = false`; by default they go to spill files under the
-# output directory, as `simdedup dedup --state-dir` does). Configuration variables apply to the
-# engine as they do to `simdedup` (SIMDEDUP_INDEX__POSTING_SCAN_CAP=64 scripts/bench-scale.sh ...)
-# and are listed in summary.json.
+# output directory, as `simdedup dedup --state-dir` does). A configuration file and variables
+# apply to the engine, and to the dev stream alone, as they do to `simdedup`
+# (SIMDEDUP_CONFIG=config/firehose.toml or SIMDEDUP_INDEX__POSTING_SCAN_CAP=64 before
+# scripts/bench-scale.sh ...), and are listed in summary.json.
 # The run is pinned to one core (taskset) and niced; the restart uses every core, as `simdedup
 # dedup --state-dir` does. Outputs: target/bench-scale/ (summary.json,
 # the dev posts' verdicts, the re-timed dev stream) or $SIMDEDUP_SCALE_OUT.

@@ -529,4 +529,15 @@ mod tests {
         assert_eq!(c.kafka.input_topic, "local.posts");
         assert!(crate::io::kafka::client::pinned_overrides(&c.kafka).is_empty());
     }
+
+    #[test]
+    fn shipped_firehose_toml_layers_over_local_toml() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+        let files = [dir.join("local.toml"), dir.join("firehose.toml")];
+        let c = load(&files, []).unwrap().config;
+        assert_eq!(c.kafka.input_topic, "local.posts");
+        assert_eq!(c.index.posting_scan_cap, 64);
+        assert_eq!(c.window.generation_secs, 12 * 3600);
+        assert_eq!(c.window.window_secs, Config::default().window.window_secs);
+    }
 }

@@ -60,6 +60,9 @@ pub struct Args {
     /// Keep entries' ids, texts and tokens in memory (`state.spill_texts = false`) instead of
     /// spill files under the output directory.
     pub in_memory: bool,
+    /// Configuration files layered over the compiled defaults (`--config`, repeatable, else
+    /// `SIMDEDUP_CONFIG`), as `simdedup` layers them.
+    pub config: Vec<PathBuf>,
 }
 
 fn count(s: &str) -> usize {
@@ -89,6 +92,7 @@ impl Args {
             dev_gap_cap_secs: 60,
             no_restart: false,
             in_memory: false,
+            config: Vec::new(),
         };
         let mut it = std::env::args().skip(1);
         while let Some(flag) = it.next() {
@@ -112,8 +116,13 @@ impl Args {
                 "--dev-gap-cap-secs" => a.dev_gap_cap_secs = val().parse().expect("seconds"),
                 "--no-restart" => a.no_restart = true,
                 "--in-memory" => a.in_memory = true,
+                "--config" => a.config.push(val().into()),
                 other => panic!("unknown flag {other}"),
             }
+        }
+        if a.config.is_empty() {
+            a.config
+                .extend(std::env::var_os("SIMDEDUP_CONFIG").map(PathBuf::from));
         }
         a.checkpoints.retain(|c| *c < a.entries);
         a.checkpoints.push(a.entries);
@@ -124,10 +133,13 @@ impl Args {
 fn main() {
     let args = Args::parse();
     std::fs::create_dir_all(&args.out).expect("create --out");
-    // Compiled defaults, then the configuration variables (`SIMDEDUP_INDEX__POSTING_SCAN_CAP=64`),
-    // as `simdedup` layers them.
-    let loaded = layers::load(&[], std::env::vars_os()).expect("configuration variables");
+    // Compiled defaults, the configuration files, then the configuration variables
+    // (`SIMDEDUP_INDEX__POSTING_SCAN_CAP=64`), as `simdedup` layers them.
+    let loaded = layers::load(&args.config, std::env::vars_os()).expect("configuration");
     let cfg: Config = loaded.config;
+    if !args.config.is_empty() {
+        eprintln!("configuration files: {:?}", args.config);
+    }
     if !loaded.env_vars.is_empty() {
         eprintln!("configuration variables: {}", loaded.env_vars.join(" "));
     }
@@ -156,7 +168,7 @@ fn main() {
     let outcome = run::run(&args, &cfg, &tokenizer, &corpus, &mut dev, &dev_ids);
     let mut summary = serde_json::json!({
         "args": args,
-        "config": {"defaults": "config/default.toml", "variables": loaded.env_vars},
+        "config": {"defaults": "config/default.toml", "files": args.config, "variables": loaded.env_vars},
         "corpus": {
             "posts_read": corpus.posts_read, "posts_used": corpus.posts_used,
             "events_used": corpus.events_used, "posts_excluded": corpus.posts_excluded,
