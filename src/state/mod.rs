@@ -25,6 +25,18 @@ const KEY_CHECKPOINT: &[u8] = b"checkpoint";
 const KEY_ANALYSIS: &[u8] = b"analysis_id";
 const KEY_GENERATION: &[u8] = b"generation_secs";
 
+/// What reading a state dir's entries depends on besides the entries, checked whenever it is
+/// opened: a store built under other settings is refused.
+#[derive(Clone, Copy, Debug)]
+pub struct Identity<'a> {
+    /// The analysis settings' identifier (`Config::analysis_id`): stored fingerprints and token
+    /// hashes depend on it.
+    pub analysis_id: &'a str,
+    /// `window.generation_secs`: a generation's number is its start time over this width, so
+    /// entries numbered by another one would be read as far older or newer than they are.
+    pub generation_secs: i64,
+}
+
 /// Errors of the durable store. All are fatal for the process: nothing is committed past them.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -154,7 +166,6 @@ pub struct Store {
     meta: sled::Tree,
     entries: sled::Tree,
     path: PathBuf,
-    read_only: bool,
 }
 
 impl StateError {
@@ -168,18 +179,18 @@ impl StateError {
 }
 
 impl Store {
-    /// Opens (or creates) the store and checks it was built with the same analysis settings.
-    pub fn open(path: &Path, analysis_id: &str, cache_bytes: u64) -> Result<Store, StateError> {
-        guarded(path, || {
-            Store::open_unguarded(path, analysis_id, cache_bytes)
-        })
+    /// Opens (or creates) the store and checks it was built with the same analysis settings and
+    /// generation width (a store written before widths were recorded takes this one).
+    pub fn open(path: &Path, id: &Identity<'_>, cache_bytes: u64) -> Result<Store, StateError> {
+        guarded(path, || Store::open_unguarded(path, id, cache_bytes))
     }
 
     fn open_unguarded(
         path: &Path,
-        analysis_id: &str,
+        id: &Identity<'_>,
         cache_bytes: u64,
     ) -> Result<Store, StateError> {
+        let analysis_id = id.analysis_id;
         // A database file with content always holds the analysis id (written and flushed at
         // creation): without it, the file was zeroed or cut and sled silently started empty.
         let had_data = std::fs::metadata(path.join("db")).is_ok_and(|m| m.len() > 0);
@@ -213,34 +224,36 @@ impl Store {
             }
         }
         let entries = db.open_tree("entries")?;
-        Ok(Store {
+        let store = Store {
             db,
             meta,
             entries,
             path: path.into(),
-            read_only: false,
-        })
+        };
+        store.check_generation(id.generation_secs, true)?;
+        Ok(store)
     }
 
     /// Opens an existing store for reading only (`inspect`): nothing is created, no tree is
-    /// added, the analysis id is checked but never written. sled itself has no read-only mode: it
-    /// takes its exclusive lock (so a running worker makes this fail with `Locked`) and may run
-    /// its own log recovery, the same recovery a resumed run would do.
+    /// added, the analysis id and generation width are checked but never written. sled itself
+    /// has no read-only mode: it takes its exclusive lock (so a running worker makes this fail
+    /// with `Locked`) and may run its own log recovery, the same recovery a resumed run would do.
     pub fn open_read_only(
         path: &Path,
-        analysis_id: &str,
+        id: &Identity<'_>,
         cache_bytes: u64,
     ) -> Result<Store, StateError> {
         guarded(path, || {
-            Store::open_read_only_unguarded(path, analysis_id, cache_bytes)
+            Store::open_read_only_unguarded(path, id, cache_bytes)
         })
     }
 
     fn open_read_only_unguarded(
         path: &Path,
-        analysis_id: &str,
+        id: &Identity<'_>,
         cache_bytes: u64,
     ) -> Result<Store, StateError> {
+        let analysis_id = id.analysis_id;
         let not_state = |reason| StateError::NotAStateDir {
             path: path.into(),
             reason,
@@ -276,47 +289,44 @@ impl Store {
             None => return Err(not_state("no analysis id")),
         }
         let entries = db.open_tree("entries")?;
-        Ok(Store {
+        let store = Store {
             db,
             meta,
             entries,
             path: path.into(),
-            read_only: true,
-        })
+        };
+        store.check_generation(id.generation_secs, false)?;
+        Ok(store)
     }
 
-    /// Checks that the stored generations are numbered by `generation_secs`
-    /// (`window.generation_secs` of this run): a generation's number is its start time over
-    /// the width, so entries numbered by another width would be read as far older or newer
-    /// than they are. A store that does not record its width yet (new, or written by an
-    /// earlier version) records this one, unless opened read-only.
-    pub fn check_generation_secs(&self, generation_secs: i64) -> Result<(), StateError> {
-        guarded(&self.path, || {
-            match self.meta.get(KEY_GENERATION)? {
-                Some(v) => {
-                    let stored = <[u8; 8]>::try_from(v.as_ref())
-                        .map(i64::from_le_bytes)
-                        .map_err(|_| StateError::Damaged {
-                            path: self.path.clone(),
-                            detail: "its generation width record is not 8 bytes".into(),
-                        })?;
-                    if stored != generation_secs {
-                        return Err(StateError::GenerationMismatch {
-                            path: self.path.clone(),
-                            stored,
-                            current: generation_secs,
-                        });
-                    }
-                }
-                None if self.read_only => {}
-                None => {
-                    self.meta
-                        .insert(KEY_GENERATION, &generation_secs.to_le_bytes())?;
-                    self.db.flush()?;
+    /// Refuses a store whose generations are numbered by another width than `generation_secs`;
+    /// one that does not record its width yet (new, or written by an earlier version) gets this
+    /// one if `record`.
+    fn check_generation(&self, generation_secs: i64, record: bool) -> Result<(), StateError> {
+        match self.meta.get(KEY_GENERATION)? {
+            Some(v) => {
+                let stored = <[u8; 8]>::try_from(v.as_ref())
+                    .map(i64::from_le_bytes)
+                    .map_err(|_| StateError::Damaged {
+                        path: self.path.clone(),
+                        detail: "its generation width record is not 8 bytes".into(),
+                    })?;
+                if stored != generation_secs {
+                    return Err(StateError::GenerationMismatch {
+                        path: self.path.clone(),
+                        stored,
+                        current: generation_secs,
+                    });
                 }
             }
-            Ok(())
-        })
+            None if record => {
+                self.meta
+                    .insert(KEY_GENERATION, &generation_secs.to_le_bytes())?;
+                self.db.flush()?;
+            }
+            None => {}
+        }
+        Ok(())
     }
 
     /// The state dir.

@@ -5,6 +5,14 @@ use super::*;
 use crate::index::OrderKey;
 use crate::types::{EventTime, Fingerprint, PostId};
 
+/// A store identity with analysis id `a` and the default generation width.
+fn id(a: &str) -> Identity<'_> {
+    Identity {
+        analysis_id: a,
+        generation_secs: 21600,
+    }
+}
+
 /// sled lets go of its file lock when its last background reference goes, a moment after the
 /// `Db` is dropped: reopening in the same process retries while the lock is still held.
 fn after_drop<T>(mut open: impl FnMut() -> Result<T, StateError>) -> Result<T, StateError> {
@@ -40,7 +48,7 @@ fn entry(id: &str, seq: u64) -> Entry {
 #[test]
 fn commit_then_load_round_trips_and_discards_uncommitted() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
     let cp = Checkpoint {
         next_seq: 3,
         watermarks: [(0, 10)].into(),
@@ -65,7 +73,7 @@ fn commit_then_load_round_trips_and_discards_uncommitted() {
         })
         .unwrap();
     drop(store);
-    let store = after_drop(|| Store::open(dir.path(), "a", 1 << 20)).unwrap();
+    let store = after_drop(|| Store::open(dir.path(), &id("a"), 1 << 20)).unwrap();
     let cp2 = store.checkpoint().unwrap().unwrap();
     assert_eq!(cp2, cp);
     let loaded = store.load(None, cp2.next_seq).unwrap();
@@ -81,7 +89,7 @@ fn commit_then_load_round_trips_and_discards_uncommitted() {
 #[test]
 fn expired_generations_are_dropped() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
     let cp = checkpoint(2);
     store
         .commit(&[(1, entry("a", 0)), (5, entry("b", 1))], &cp, Some(3))
@@ -96,14 +104,14 @@ fn read_only_open_and_read_change_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("typo");
     assert!(matches!(
-        Store::open_read_only(&missing, "a", 1 << 20),
+        Store::open_read_only(&missing, &id("a"), 1 << 20),
         Err(StateError::NotAStateDir { .. })
     ));
     assert!(
         !missing.exists(),
         "a read-only open must not create the dir"
     );
-    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
     let cp = checkpoint(2);
     store
         .commit(&[(1, entry("a", 0)), (5, entry("b", 1))], &cp, None)
@@ -113,19 +121,19 @@ fn read_only_open_and_read_change_nothing() {
     store.entries.insert(entry_key(5, 7), v).unwrap();
     assert!(
         matches!(
-            Store::open_read_only(dir.path(), "a", 1 << 20),
+            Store::open_read_only(dir.path(), &id("a"), 1 << 20),
             Err(StateError::Locked { .. })
         ),
         "sled's lock is held by the open store"
     );
     drop(store);
-    let ro = after_drop(|| Store::open_read_only(dir.path(), "a", 1 << 20)).unwrap();
+    let ro = after_drop(|| Store::open_read_only(dir.path(), &id("a"), 1 << 20)).unwrap();
     let r = ro.read(Some(3), 2).unwrap();
     assert_eq!((r.entries, r.expired, r.discarded), (1, 1, 1));
     assert_eq!(ro.entries.len(), 3, "read deletes nothing");
     drop(ro);
     assert!(matches!(
-        after_drop(|| Store::open_read_only(dir.path(), "b", 1 << 20)),
+        after_drop(|| Store::open_read_only(dir.path(), &id("b"), 1 << 20)),
         Err(StateError::AnalysisMismatch { .. })
     ));
 }
@@ -142,9 +150,9 @@ fn a_panic_inside_the_store_becomes_damaged() {
 #[test]
 fn analysis_mismatch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    drop(Store::open(dir.path(), "a", 1 << 20).unwrap());
+    drop(Store::open(dir.path(), &id("a"), 1 << 20).unwrap());
     assert!(matches!(
-        after_drop(|| Store::open(dir.path(), "b", 1 << 20)),
+        after_drop(|| Store::open(dir.path(), &id("b"), 1 << 20)),
         Err(StateError::AnalysisMismatch { .. })
     ));
 }
@@ -152,40 +160,49 @@ fn analysis_mismatch_is_refused() {
 #[test]
 fn another_generation_width_is_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
-    // A new store records the width it is first checked with, and accepts it again.
-    store.check_generation_secs(21600).unwrap();
-    store.check_generation_secs(21600).unwrap();
-    drop(store);
-    let ro = after_drop(|| Store::open_read_only(dir.path(), "a", 1 << 20)).unwrap();
+    let wide = Identity {
+        generation_secs: 43200,
+        ..id("a")
+    };
+    // A new store records the width it is opened with, and accepts it again.
+    drop(Store::open(dir.path(), &id("a"), 1 << 20).unwrap());
+    drop(after_drop(|| Store::open(dir.path(), &id("a"), 1 << 20)).unwrap());
     assert!(matches!(
-        ro.check_generation_secs(43200),
+        after_drop(|| Store::open_read_only(dir.path(), &wide, 1 << 20)),
         Err(StateError::GenerationMismatch {
             stored: 21600,
             current: 43200,
             ..
         })
     ));
-    drop(ro);
-    let store = after_drop(|| Store::open(dir.path(), "a", 1 << 20)).unwrap();
-    let err = store.check_generation_secs(43200).unwrap_err();
+    let err = after_drop(|| Store::open(dir.path(), &wide, 1 << 20))
+        .err()
+        .unwrap();
     assert!(err.to_string().contains("generation_secs = 21600"), "{err}");
 }
 
 #[test]
-fn a_read_only_store_without_a_width_accepts_any_and_records_none() {
+fn a_store_without_a_width_takes_its_next_writers() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
     store.commit(&[], &checkpoint(0), None).unwrap();
+    // As an earlier version left it: no width recorded.
+    store.meta.remove(KEY_GENERATION).unwrap();
+    store.db.flush().unwrap();
     drop(store);
-    // Written before widths were recorded: inspect reads it with its configured width...
-    let ro = after_drop(|| Store::open_read_only(dir.path(), "a", 1 << 20)).unwrap();
-    ro.check_generation_secs(43200).unwrap();
-    drop(ro);
-    // ...and the next writer records its own.
-    let store = after_drop(|| Store::open(dir.path(), "a", 1 << 20)).unwrap();
-    store.check_generation_secs(21600).unwrap();
-    assert!(store.check_generation_secs(43200).is_err());
+    let wide = Identity {
+        generation_secs: 43200,
+        ..id("a")
+    };
+    // inspect reads it with its configured width and records nothing...
+    drop(after_drop(|| Store::open_read_only(dir.path(), &wide, 1 << 20)).unwrap());
+    // ...the next writer records its own...
+    drop(after_drop(|| Store::open(dir.path(), &id("a"), 1 << 20)).unwrap());
+    // ...and another is refused from then on.
+    assert!(matches!(
+        after_drop(|| Store::open(dir.path(), &wide, 1 << 20)),
+        Err(StateError::GenerationMismatch { .. })
+    ));
 }
 
 /// A checkpoint at `next_seq` with no watermarks and no run record.
@@ -202,7 +219,7 @@ fn checkpoint(next_seq: u64) -> Checkpoint {
 #[test]
 fn large_chunks_are_stored_in_pieces_and_read_back_in_order() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(dir.path(), "a", 1 << 20).unwrap();
+    let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
     let batch = |seqs: std::ops::Range<u64>| -> Vec<(i64, Entry)> {
         seqs.map(|i| {
             (

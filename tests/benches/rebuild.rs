@@ -22,7 +22,7 @@ use std::time::Instant;
 use simdedup::app::config::Config;
 use simdedup::engine::Engine;
 use simdedup::index::{Entry, OrderKey};
-use simdedup::state::{Checkpoint, Store};
+use simdedup::state::{Checkpoint, Identity, Store};
 use simdedup::types::{EventTime, Fingerprint, PostId};
 
 const CHARS: &str = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年得就那要下以生会自着去之过家学对可她里后小么心多天而能好都然没日于起还发成事只作当想看文无开手十用主行方又如前所本见经头面公同三已老从动两长知民样现分将外但身些与高意进把法此实回二理美点月明其种声全工己话儿者向情部正名定女问力机给等几很业最间新什打便位因重被走电四第门相次东政海口使教西再平真听世气信北少关并内加化由却代军产入先山五太水万市眼体别处总才场师书比住员九笑性通目华报立马命张活难神数件安表原车白应路期叫死常提感金何更反合放做系计或司利受光王果亲界及今京务制解各任至清物台象记边共风战干接它许八特觉望直服毛林题建南度统色字请交爱让认算论百吃义科怎元社术结六功指思非流每青管夫连远资队跟带花快条院变联言权往展该领传近留红治决周保达办运武半候七必城父强步完革深区即求品士转量空甚众技轻程告江语英基派满式李息写呢识极令黄德收脸钱党倒未持取设始版双历越史商千片容研像找友孩站广改议形委早房音火际则首单据导影失拿网香似斯专石若兵弟谁校读志飞观争究包组造落视济喜离虽坏兴切";
@@ -78,16 +78,26 @@ fn synthetic(n: usize, gens: i64, per_checkpoint: usize) -> Vec<Vec<(i64, Entry)
 }
 
 /// Opens the store again, waiting while sled still holds the lock of the one just dropped.
-fn reopen(path: &std::path::Path, analysis: &str, cache: u64) -> Store {
+fn reopen(path: &std::path::Path, cfg: &Config, analysis: &str) -> Store {
+    let id = identity(cfg, analysis);
+    let cache = cfg.state.cache_capacity_bytes;
     for _ in 0..300 {
-        match Store::open(path, analysis, cache) {
+        match Store::open(path, &id, cache) {
             Err(simdedup::state::StateError::Locked { .. }) => {
                 std::thread::sleep(std::time::Duration::from_millis(10))
             }
             r => return r.expect("reopen"),
         }
     }
-    Store::open(path, analysis, cache).expect("reopen")
+    Store::open(path, &id, cache).expect("reopen")
+}
+
+/// The state dir's identity under `cfg`.
+fn identity<'a>(cfg: &Config, analysis: &'a str) -> Identity<'a> {
+    Identity {
+        analysis_id: analysis,
+        generation_secs: cfg.window.generation_secs,
+    }
 }
 
 struct Args {
@@ -170,7 +180,8 @@ fn main() {
             let t = Instant::now();
             let batches = synthetic(n, gens, 50_000);
             let gen_secs = t.elapsed().as_secs_f64();
-            let store = Store::open(dir, &analysis, cfg.state.cache_capacity_bytes).expect("open");
+            let id = identity(&cfg, &analysis);
+            let store = Store::open(dir, &id, cfg.state.cache_capacity_bytes).expect("open");
             let t = Instant::now();
             let mut seq = 0u64;
             for b in &batches {
@@ -227,7 +238,7 @@ fn load_then_restore(
 ) {
     {
         let t = Instant::now();
-        let store = reopen(dir, analysis, cfg.state.cache_capacity_bytes);
+        let store = reopen(dir, cfg, analysis);
         let cp = store.checkpoint().expect("checkpoint").expect("present");
         let loaded = store.load(None, cp.next_seq).expect("load");
         let load_secs = t.elapsed().as_secs_f64();
@@ -257,7 +268,7 @@ fn streamed(
     spill: bool,
 ) -> (f64, usize) {
     let t = Instant::now();
-    let store = reopen(dir, analysis, cfg.state.cache_capacity_bytes);
+    let store = reopen(dir, cfg, analysis);
     let cp = store.checkpoint().expect("checkpoint").expect("present");
     let mut engine = if spill {
         let cold = simdedup::io::cold::FileColdFactory::new(&dir.join("spill")).expect("spill dir");

@@ -12,7 +12,7 @@ use crate::engine::Engine;
 use crate::io::config::StageConfig;
 use crate::io::process::{Emitted, Processor, Sink};
 use crate::metrics;
-use crate::state::{Checkpoint, RunRecord, StateError, Store};
+use crate::state::{Checkpoint, Identity, RunRecord, StateError, Store};
 use crate::text::tokenize::Tokenizer;
 use crate::types::RejectReason;
 
@@ -171,9 +171,11 @@ pub fn run(
         Engine::with_cold(&cfg.engine, cold).map_err(|e| PipelineError::Config(e.to_string()))?;
     let store = match &job.state_dir {
         Some(dir) => {
-            let store = Store::open(dir, &job.analysis_id, cfg.state.cache_capacity_bytes)?;
-            store.check_generation_secs(cfg.engine.window.generation_secs)?;
-            Some(store)
+            let id = Identity {
+                analysis_id: &job.analysis_id,
+                generation_secs: cfg.engine.window.generation_secs,
+            };
+            Some(Store::open(dir, &id, cfg.state.cache_capacity_bytes)?)
         }
         None => None,
     };

@@ -10,7 +10,7 @@ use serde::Serialize;
 use simdedup::app::config::Config;
 use simdedup::engine::Engine;
 use simdedup::index::EntryRef;
-use simdedup::state::{Checkpoint, Store};
+use simdedup::state::{Checkpoint, Identity, Store};
 
 /// Entries per commit (the file pipeline's default checkpoint size).
 const BATCH: usize = 50_000;
@@ -42,7 +42,11 @@ pub struct Restart {
 /// Commits `engine`'s live window to a new store in `dir`, with `next_seq` as the checkpoint.
 pub fn commit(cfg: &Config, engine: &Engine, dir: &Path, next_seq: u64) -> (usize, f64, u64) {
     let analysis = cfg.analysis_id().expect("analysis id");
-    let store = Store::open(dir, &analysis, cfg.state.cache_capacity_bytes).expect("open store");
+    let id = Identity {
+        analysis_id: &analysis,
+        generation_secs: cfg.window.generation_secs,
+    };
+    let store = Store::open(dir, &id, cfg.state.cache_capacity_bytes).expect("open store");
     let cp = Checkpoint {
         next_seq,
         watermarks: engine.watermarks().clone(),
@@ -85,7 +89,11 @@ pub fn restart(
     // pinned to one.
     let threads = use_every_core();
     let t = Instant::now();
-    let store = Store::open(dir, &analysis, cfg.state.cache_capacity_bytes).expect("reopen");
+    let id = Identity {
+        analysis_id: &analysis,
+        generation_secs: cfg.window.generation_secs,
+    };
+    let store = Store::open(dir, &id, cfg.state.cache_capacity_bytes).expect("reopen");
     let cp = store.checkpoint().expect("checkpoint").expect("present");
     let mut engine = Engine::with_cold(&cfg.engine(), cold).expect("engine");
     let min_gen = simdedup::engine::min_live_generation(engine.window(), &cp.watermarks);

@@ -21,7 +21,7 @@ use crate::app::common::{
 };
 use crate::app::config::Config;
 use crate::engine::{min_live_generation, Engine};
-use crate::state::{RunRecord, StateError, Store};
+use crate::state::{Identity, RunRecord, StateError, Store};
 
 /// `--help` epilogue.
 pub const HELP: &str = "Examples:
@@ -177,8 +177,11 @@ pub fn open(dir: &Path, cfg: &Config) -> Result<Opened, InspectError> {
         .analysis_id()
         .map_err(|e| InspectError::Config(e.to_string()))?;
     let mut engine = Engine::new(&cfg.engine()).map_err(|e| InspectError::Config(e.to_string()))?;
-    let store = Store::open_read_only(dir, &analysis, cfg.state.cache_capacity_bytes)?;
-    store.check_generation_secs(cfg.window.generation_secs)?;
+    let id = Identity {
+        analysis_id: &analysis,
+        generation_secs: cfg.window.generation_secs,
+    };
+    let store = Store::open_read_only(dir, &id, cfg.state.cache_capacity_bytes)?;
     let cp = store.checkpoint()?.unwrap_or_default();
     let min_gen = min_live_generation(engine.window(), &cp.watermarks);
     let loaded = store.read(min_gen, cp.next_seq)?;

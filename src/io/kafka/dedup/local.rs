@@ -14,7 +14,7 @@ use super::super::gate::Progress;
 use super::super::KafkaError;
 use crate::engine::Engine;
 use crate::index::{Entry, OrderKey};
-use crate::state::{Checkpoint, StateError, Store};
+use crate::state::{Checkpoint, Identity, StateError, Store};
 
 /// Entries recorded since the last checkpoint that force the next one.
 const CHECKPOINT_ENTRIES: usize = 50_000;
@@ -57,10 +57,11 @@ impl LocalState {
         interval: Duration,
     ) -> Result<(LocalState, Option<Restored>), KafkaError> {
         let t = Instant::now();
-        let store = Store::open(dir, analysis_id, cache_bytes).map_err(state_err)?;
-        store
-            .check_generation_secs(generation_secs)
-            .map_err(state_err)?;
+        let id = Identity {
+            analysis_id,
+            generation_secs,
+        };
+        let store = Store::open(dir, &id, cache_bytes).map_err(state_err)?;
         let cp = store.checkpoint().map_err(state_err)?;
         tracing::info!(secs = t.elapsed().as_secs_f64(), "local state opened");
         let restored = match cp {
