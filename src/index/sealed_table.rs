@@ -4,11 +4,9 @@
 //! at 20M live entries a query's buckets hold hundreds of slots, each a cache miss. Here a directory
 //! indexed by the low `dir_bits` bits of the table's permuted fingerprint (`TableLayout::
 //! permuted`: the key's bits first) gives each bucket's range, and every posting keeps 16 more
-//! bits of its fingerprint beside its slot, in one 6-byte cell (fragment, then slot), so that a
-//! bucket is one run of memory: a scan's first cache miss brings the fragments and the slots
-//! together. A scan reads the bucket's fragments in order, drops slots of another key and slots
-//! whose fragment alone is further than `max_distance`, and only the rest have their records
-//! read.
+//! bits of its fingerprint beside its slot. A scan reads the bucket's fragments in order, drops
+//! slots of another key and slots whose fragment alone is further than `max_distance`, and only
+//! the rest have their records read.
 //!
 //! The directory has `2^dir_bits` buckets, `dir_bits` at most the key's width and 16, and at
 //! most what the table's size needs (`ceil(log2(postings))`): a small generation does not pay
@@ -27,30 +25,10 @@ pub struct SealedTable {
     dir_bits: u32,
     /// Fragment bits that belong to the key (compared for equality).
     key_frag_bits: u32,
-    /// Bucket `b`'s postings are `starts[b]..starts[b + 1]` of `cells`.
+    /// Bucket `b`'s postings are `starts[b]..starts[b + 1]` of `slots` and `frags`.
     starts: Box<[u32]>,
-    cells: Box<[Cell]>,
-}
-
-/// One posting: its fragment and its slot, in 16-bit halves (6 bytes, aligned to 2).
-#[derive(Clone, Copy, Debug, Default)]
-struct Cell([u16; 3]);
-
-impl Cell {
-    #[inline]
-    fn new(frag: u16, slot: u32) -> Cell {
-        Cell([frag, slot as u16, (slot >> 16) as u16])
-    }
-
-    #[inline]
-    fn frag(self) -> u16 {
-        self.0[0]
-    }
-
-    #[inline]
-    fn slot(self) -> u32 {
-        u32::from(self.0[1]) | u32::from(self.0[2]) << 16
-    }
+    slots: Box<[u32]>,
+    frags: Box<[u16]>,
 }
 
 impl SealedTable {
@@ -76,14 +54,17 @@ impl SealedTable {
             starts[b] += starts[b - 1];
         }
         let mut next = starts.clone();
-        let mut cells = vec![Cell::default(); postings];
+        let mut out_slots = vec![0u32; postings];
+        let mut frags = vec![0u16; postings];
         for (s, p) in items {
             let at = &mut next[t.bucket_of(p)];
-            cells[*at as usize] = Cell::new(t.frag_of(p), s);
+            out_slots[*at as usize] = s;
+            frags[*at as usize] = t.frag_of(p);
             *at += 1;
         }
         t.starts = starts.into_boxed_slice();
-        t.cells = cells.into_boxed_slice();
+        t.slots = out_slots.into_boxed_slice();
+        t.frags = frags.into_boxed_slice();
         t
     }
 
@@ -109,7 +90,7 @@ impl SealedTable {
     #[inline]
     pub fn prefetch_bucket(&self, p: u64) {
         let hi = self.starts.get(self.bucket_of(p) + 1).copied().unwrap_or(0) as usize;
-        if let Some(at) = self.cells.get(hi.wrapping_sub(1)) {
+        if let Some(at) = self.frags.get(hi.wrapping_sub(1)) {
             super::prefetch(at);
         }
     }
@@ -126,33 +107,29 @@ impl SealedTable {
         let (lo, hi) = (lo as usize, hi as usize);
         let q = self.frag_of(p);
         let key_mask = ((1u32 << self.key_frag_bits) - 1) as u16;
-        let cells = &self.cells[lo..hi];
+        let frags = &self.frags[lo..hi];
+        let slots = &self.slots[lo..hi];
         let mut met = 0;
-        let mut i = cells.len();
+        let mut i = frags.len();
         while i > 0 && met < cap {
             i -= 1;
-            let x = cells[i].frag() ^ q;
+            let x = frags[i] ^ q;
             if x & key_mask == 0 {
                 met += 1;
                 if x.count_ones() <= max_distance {
-                    out.push(cells[i].slot());
+                    out.push(slots[i]);
                 }
             }
         }
-        met + cells[..i]
+        met + frags[..i]
             .iter()
-            .filter(|c| (c.frag() ^ q) & key_mask == 0)
+            .filter(|&&f| (f ^ q) & key_mask == 0)
             .count()
     }
 
-    /// How many postings the table holds.
-    pub fn len(&self) -> usize {
-        self.cells.len()
-    }
-
     /// Every posting's slot, in no particular order.
-    pub fn slots(&self) -> impl Iterator<Item = u32> + '_ {
-        self.cells.iter().map(|c| c.slot())
+    pub fn slots(&self) -> &[u32] {
+        &self.slots
     }
 
     /// Every key's slots, as (the key's bits this table holds, how many slots, the newest),
@@ -161,14 +138,14 @@ impl SealedTable {
         let key_mask = (1u64 << self.key_frag_bits) - 1;
         self.starts.windows(2).enumerate().flat_map(move |(b, w)| {
             let mut keys: Vec<(u64, usize, u32)> = Vec::new();
-            for c in &self.cells[w[0] as usize..w[1] as usize] {
-                let key = b as u64 | (u64::from(c.frag()) & key_mask) << self.dir_bits;
+            for i in w[0] as usize..w[1] as usize {
+                let key = b as u64 | (u64::from(self.frags[i]) & key_mask) << self.dir_bits;
                 match keys.iter_mut().find(|k| k.0 == key) {
                     Some(k) => {
                         k.1 += 1;
-                        k.2 = c.slot();
+                        k.2 = self.slots[i];
                     }
-                    None => keys.push((key, 1, c.slot())),
+                    None => keys.push((key, 1, self.slots[i])),
                 }
             }
             keys
@@ -177,7 +154,7 @@ impl SealedTable {
 
     /// Approximate bytes held.
     pub fn approx_bytes(&self) -> usize {
-        4 * self.starts.len() + std::mem::size_of_val(&*self.cells)
+        4 * self.starts.len() + 6 * self.slots.len()
     }
 }
 
@@ -207,11 +184,7 @@ mod tests {
             Some(8 | 1 << 16),
         ];
         let t = SealedTable::build(16, present(&items).into_iter());
-        assert_eq!(t.len(), 6);
-        assert_eq!(std::mem::size_of::<Cell>(), 6);
-        let mut slots: Vec<u32> = t.slots().collect();
-        slots.sort_unstable();
-        assert_eq!(slots, [0, 1, 2, 4, 5, 6]);
+        assert_eq!(t.slots.len(), 6);
         let mut out = Vec::new();
         // Six slots take a directory of 3 bits: the fragment keeps the key's 13 other bits and
         // 3 more, so slot 2, 4 bits off with one of them beyond, is left to the record check.

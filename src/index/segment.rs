@@ -160,7 +160,7 @@ impl Segment {
     /// fragments, not records, for most of its slots, and each slot is rebuilt about five
     /// times in all. Called after each tabled entry is added.
     pub(super) fn grow_tables(&mut self, layout: &TableLayout) {
-        let direct = self.sealed_tables.first().map_or(0, |t| t.len());
+        let direct = self.sealed_tables.first().map_or(0, |t| t.slots().len());
         if self.tables[0].postings() >= DIRECT_MIN_SLOTS.max(direct / 4) {
             self.direct_tables(layout);
         }
@@ -176,7 +176,7 @@ impl Segment {
         // Every tabled entry is in every table: the first one names them all.
         let mut tabled = vec![false; self.store.len()];
         if let Some(t) = self.sealed_tables.first() {
-            t.slots().for_each(|s| tabled[s as usize] = true);
+            t.slots().iter().for_each(|&s| tabled[s as usize] = true);
         }
         for (_, list) in self.tables[0].iter() {
             list.iter().for_each(|s| tabled[s as usize] = true);
