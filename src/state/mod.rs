@@ -98,7 +98,8 @@ pub enum StateError {
         current: String,
     },
     /// The stored entries' generations are numbered by another `window.generation_secs`:
-    /// read with this run's, they would never expire.
+    /// read with this run's, they would be dropped at once (a narrower width) or never expire
+    /// (a wider one).
     #[error("state dir {path} numbers its generations by window.generation_secs = {stored}, but this run uses {current}; set it back to {stored}, or use a fresh --state-dir")]
     GenerationMismatch {
         /// The state dir.
