@@ -101,6 +101,19 @@ impl Progress {
             .map_or(Bound::Unknown, |(b, _)| *b)
     }
 
+    /// The bound of `partition` while idle partitions must hold others back (`merge::Wake`):
+    /// an idle one is bounded by the record after its last decided one, with that record's
+    /// watermark and arrival (they never fall), or unknown when its marker names no record.
+    pub(crate) fn bound_held(&self, partition: u32) -> Bound {
+        match self.latest.get(&partition) {
+            Some((Bound::Idle, Some((offset, tau, arrival)))) => {
+                Bound::Key(frontier(partition, offset + 1, Some(*tau), *arrival))
+            }
+            Some((Bound::Idle, None)) => Bound::Unknown,
+            _ => self.bound(partition),
+        }
+    }
+
     /// The newest marker before `offset`: (its record's offset, the watermark and arrival after
     /// it). A worker resuming `partition` at `offset` starts from them.
     pub(crate) fn before(&self, partition: u32, offset: u64) -> Option<(u64, (i64, i64))> {
@@ -243,6 +256,29 @@ mod tests {
         // Busy again: not idle, though the last record is still known.
         p.note(3, key(6, 3, 8), false, None);
         assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), false));
+    }
+
+    #[test]
+    fn a_held_idle_partition_bounds_others_by_its_next_record() {
+        let mut p = Progress::default();
+        assert_eq!(p.bound_held(2), Bound::Unknown);
+        p.note(2, key(5, 2, 7), false, Some((7, 5, 0)));
+        assert_eq!(
+            p.bound_held(2),
+            Bound::Key(key(5, 2, 7)),
+            "busy: as published"
+        );
+        p.note(2, OrderKey::default(), true, Some((9, 40, 0)));
+        assert_eq!(p.bound(2), Bound::Idle);
+        let held = p.bound_held(2);
+        assert_eq!(held, Bound::Key(frontier(2, 10, Some(40), 0)));
+        // A post of another partition before the idle one's watermark may go; a later one
+        // waits as if the idle partition's next record were on its way.
+        assert!(held.allows(&key(39, 5, 0), &STRICT));
+        assert!(!held.allows(&key(41, 0, 0), &STRICT));
+        // An idle marker that names no record says nothing about where the partition stands.
+        p.note(6, OrderKey::default(), true, None);
+        assert_eq!(p.bound_held(6), Bound::Unknown);
     }
 
     #[test]

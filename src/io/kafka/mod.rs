@@ -56,6 +56,12 @@ pub struct KafkaConfig {
     /// partition fetched to its end is idle as soon as that route stage has been caught up for
     /// a moment (everything it read is on the routed topic).
     pub idle_after_ms: u64,
+    /// After a record arrives on a quiet partition (a burst after silence), quiet partitions
+    /// keep holding the others back for this long, so that records written together to several
+    /// partitions, which reach a consumer one partition at a time, are still merged in order.
+    /// 0 lets a quiet partition's last report stand (the first records of a burst may then be
+    /// ordered by arrival).
+    pub wake_grace_ms: u64,
     /// How often a dedup worker publishes progress markers for its partitions.
     pub marker_interval_ms: u64,
     /// Event-time tick, in seconds, of the cross-partition order. A post sees the entries of other
@@ -100,6 +106,7 @@ impl Default for KafkaConfig {
             output_partitions: 8,
             replication_factor: 1,
             idle_after_ms: 2_000,
+            wake_grace_ms: 250,
             marker_interval_ms: 50,
             order_tick_secs: 0,
             live_slack_ms: 250,

@@ -16,7 +16,7 @@ use rdkafka::Message;
 
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
-use super::merge::{earliest, merge_time};
+use super::merge::{earliest, merge_time, Wake};
 use super::outbox::{commit, send, settle, store_offsets, Out};
 use super::wire::{encode_routed, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
@@ -95,8 +95,9 @@ impl RawPartition {
 
 /// Runs a route worker until `stop` is set. Records of the raw partitions this worker owns are
 /// merged by event time before they are routed, so each routed partition receives posts in time
-/// order even when a backlog is consumed partition by partition. `status` (for a dedup stage in
-/// the same process) is kept up to date after every round.
+/// order even when a backlog is consumed partition by partition, or a burst after silence
+/// arrives partition by partition (`merge::Wake`). `status` (for a dedup stage in the same
+/// process) is kept up to date after every round.
 pub fn run(
     k: &KafkaConfig,
     cfg: &StageConfig,
@@ -121,6 +122,9 @@ pub fn run(
     let mut stats = RouteStats::default();
     let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
     let mut last_time = i64::MIN;
+    let idle = Duration::from_millis(k.idle_after_ms);
+    let grace = Duration::from_millis(k.wake_grace_ms);
+    let mut wake = Wake::default();
     let mut progressed = true;
     let mut assigned = false;
     let mut outgoing: Vec<Outgoing> = (0..k.routed_partitions)
@@ -197,8 +201,10 @@ pub fn run(
             let Some(part) = parts.get_mut(&(msg.partition() as u32)) else {
                 continue;
             };
+            let now = Instant::now();
+            wake.record(part.caught_up(idle), now);
             part.at_eof = false;
-            part.last_record = Instant::now();
+            part.last_record = now;
             part.fetch.polled(msg.offset() as u64);
             part.buf.push_back(Pending {
                 offset: msg.offset() as u64,
@@ -212,12 +218,12 @@ pub fn run(
             x.fetch.refresh(&consumer, &k.input_topic, *p);
         }
         // Emit while the earliest buffered record cannot be overtaken: every partition has a
-        // buffered record or is caught up.
-        let idle = Duration::from_millis(k.idle_after_ms);
+        // buffered record or is caught up (and no partition woke up just now, `Wake`).
         progressed = false;
+        let settled = wake.settled(grace, Instant::now());
         while parts
             .values()
-            .all(|p| !p.buf.is_empty() || p.caught_up(idle))
+            .all(|p| !p.buf.is_empty() || (settled && p.caught_up(idle)))
         {
             progressed = true;
             let heads = parts

@@ -13,7 +13,9 @@
 //! `idle_after_ms`, or taken over where its previous owner's last marker left it idle, with
 //! nothing new since, or fetched to its end while this process's route stage, the only one,
 //! has everything it read on the routed topic) stops holding others back, so records arriving
-//! on it later may be decided in another order than in a replay.
+//! on it later may be decided in another order than in a replay. For `kafka.wake_grace_ms` after
+//! a record arrives on a quiet partition of this worker, no partition counts as idle
+//! (`merge::Wake`): the first records of a burst after silence are decided in order.
 //!
 //! This module is the worker loop; the ordering decisions are `super::gate` (pure), the
 //! changelog replication is `changelog`, the owned partitions' buffers are `owned`.
@@ -41,6 +43,7 @@ use super::acks::Acks;
 use super::client::{self, Tag};
 use super::gate::{self, Bound, Progress};
 use super::lookahead::Lookahead;
+use super::merge::Wake;
 use super::outbox::{self, send, settle, Out};
 use super::route::RouteStatus;
 use super::wire::{routed_seq, RoutedPost};
@@ -115,6 +118,8 @@ struct Worker<'a> {
     /// Other workers' partitions read ahead (`lookahead`).
     lookahead: Lookahead,
     ahead: ahead::AheadReader,
+    /// When an owned partition last woke up (`merge::Wake`).
+    wake: Wake,
 }
 
 /// Delivery reports are applied after every this many decisions in one round (the producer
@@ -218,6 +223,7 @@ pub fn run(
             cfg.engine.index.max_distance,
         ),
         ahead: ahead::AheadReader::default(),
+        wake: Wake::default(),
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
@@ -340,14 +346,23 @@ impl<'a> Worker<'a> {
                 .is_none_or(|end| fetch.polled_to().is_some_and(|at| at >= end))
     }
 
-    /// What is known about partition `q` (see `gate`).
+    /// What is known about partition `q` (see `gate`). For `wake_grace_ms` after an owned
+    /// partition woke up, no partition counts as idle: an owned one is bounded by where it
+    /// stands, another worker's by its last marker's record (`Progress::bound_held`).
     pub(super) fn bound(&self, q: u32) -> Bound {
+        let settled = self
+            .wake
+            .settled(Duration::from_millis(self.k.wake_grace_ms), Instant::now());
         let Some(o) = self.owned.get(&q) else {
-            return self.progress.bound(q);
+            return match settled {
+                true => self.progress.bound(q),
+                false => self.progress.bound_held(q),
+            };
         };
         let head = self.head_key(q);
         let idle_after = Duration::from_millis(self.k.idle_after_ms);
-        let quiet = head.is_none()
+        let quiet = settled
+            && head.is_none()
             && (o.last_record.elapsed() >= idle_after
                 || (o.idle_before && o.fetch.caught_up())
                 || self.drained(q, &o.fetch))

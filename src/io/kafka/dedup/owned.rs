@@ -135,6 +135,7 @@ impl Worker<'_> {
     /// owner decides them).
     pub(super) fn poll_routed(&mut self, c: &Clients) -> Result<bool, KafkaError> {
         let mut any = false;
+        let idle_after = Duration::from_millis(self.k.idle_after_ms);
         let idle = self.owned.values().all(|o| o.buf.is_empty());
         let mut wait = if idle { IDLE_WAIT } else { Duration::ZERO };
         // Token words are printed only in enriched outputs.
@@ -161,7 +162,11 @@ impl Worker<'_> {
                 continue;
             };
             any = true;
-            owned.last_record = Instant::now();
+            let now = Instant::now();
+            let was_quiet = owned.buf.is_empty()
+                && (owned.idle_before || now - owned.last_record >= idle_after);
+            self.wake.record(was_quiet, now);
+            owned.last_record = now;
             owned.idle_before = false;
             owned.fetch.polled(offset);
             match decode_routed_record(m.payload().unwrap_or_default(), words) {
