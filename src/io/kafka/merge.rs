@@ -15,23 +15,39 @@ use crate::types::EventTime;
 /// caught up (the broker's last high watermark, an end-of-partition event) predates the burst:
 /// for `grace` after a wake-up, quiet partitions hold the others back as if their next record
 /// were on its way, so the first records of a burst are merged in order, not in arrival order.
-#[derive(Clone, Copy, Debug, Default)]
+/// The clock is read once a round (`tick`), not each time a partition's bound is asked for.
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Wake {
+    grace: Duration,
     at: Option<Instant>,
 }
 
 impl Wake {
+    /// No wake-up yet; each one holds quiet partitions back for `grace` (zero: never).
+    pub(crate) fn new(grace: Duration) -> Wake {
+        Wake { grace, at: None }
+    }
+
     /// Notes a record that arrived at `now` on a partition that was quiet (`was_quiet`).
     pub(crate) fn record(&mut self, was_quiet: bool, now: Instant) {
-        if was_quiet {
+        if was_quiet && !self.grace.is_zero() {
             self.at = Some(now);
         }
     }
 
-    /// Whether quiet partitions may stop holding others back at `now`.
-    pub(crate) fn settled(&self, grace: Duration, now: Instant) -> bool {
-        self.at
-            .is_none_or(|t| now.saturating_duration_since(t) >= grace)
+    /// Ends the grace if it has passed by `now`.
+    pub(crate) fn tick(&mut self, now: Instant) {
+        if self
+            .at
+            .is_some_and(|t| now.saturating_duration_since(t) >= self.grace)
+        {
+            self.at = None;
+        }
+    }
+
+    /// Whether quiet partitions may stop holding others back (as of the last `tick`).
+    pub(crate) fn settled(&self) -> bool {
+        self.at.is_none()
     }
 }
 
@@ -65,20 +81,26 @@ mod tests {
     #[test]
     fn quiet_partitions_hold_back_for_the_grace_after_a_wake_up() {
         let t0 = Instant::now();
-        let grace = Duration::from_millis(250);
-        let mut w = Wake::default();
-        assert!(w.settled(grace, t0), "nothing woke yet");
+        let ms = Duration::from_millis;
+        let mut w = Wake::new(ms(250));
+        assert!(w.settled(), "nothing woke yet");
         // A record on a partition that was busy anyway: no wake-up.
         w.record(false, t0);
-        assert!(w.settled(grace, t0));
+        assert!(w.settled());
         w.record(true, t0);
-        assert!(!w.settled(grace, t0));
-        assert!(!w.settled(grace, t0 + Duration::from_millis(249)));
-        assert!(w.settled(grace, t0 + grace));
-        // Another wake-up starts the grace again; a zero grace never holds back.
-        w.record(true, t0 + Duration::from_secs(5));
-        assert!(!w.settled(grace, t0 + Duration::from_millis(5100)));
-        assert!(w.settled(Duration::ZERO, t0 + Duration::from_secs(5)));
+        assert!(!w.settled());
+        w.tick(t0 + ms(249));
+        assert!(!w.settled());
+        w.tick(t0 + ms(250));
+        assert!(w.settled());
+        // Another wake-up starts the grace again.
+        w.record(true, t0 + ms(5000));
+        w.tick(t0 + ms(5100));
+        assert!(!w.settled());
+        // A zero grace never holds back.
+        let mut z = Wake::new(Duration::ZERO);
+        z.record(true, t0);
+        assert!(z.settled());
     }
 
     #[test]

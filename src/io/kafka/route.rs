@@ -123,8 +123,7 @@ pub fn run(
     let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
     let mut last_time = i64::MIN;
     let idle = Duration::from_millis(k.idle_after_ms);
-    let grace = Duration::from_millis(k.wake_grace_ms);
-    let mut wake = Wake::default();
+    let mut wake = Wake::new(Duration::from_millis(k.wake_grace_ms));
     let mut progressed = true;
     let mut assigned = false;
     let mut outgoing: Vec<Outgoing> = (0..k.routed_partitions)
@@ -220,7 +219,8 @@ pub fn run(
         // Emit while the earliest buffered record cannot be overtaken: every partition has a
         // buffered record or is caught up (and no partition woke up just now, `Wake`).
         progressed = false;
-        let settled = wake.settled(grace, Instant::now());
+        wake.tick(Instant::now());
+        let settled = wake.settled();
         while parts
             .values()
             .all(|p| !p.buf.is_empty() || (settled && p.caught_up(idle)))

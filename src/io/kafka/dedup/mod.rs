@@ -223,7 +223,7 @@ pub fn run(
             cfg.engine.index.max_distance,
         ),
         ahead: ahead::AheadReader::default(),
-        wake: Wake::default(),
+        wake: Wake::new(Duration::from_millis(k.wake_grace_ms)),
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
@@ -242,6 +242,7 @@ pub fn run(
         w.rebalance(&c)?;
         w.read_changelog(&c.reader, Duration::ZERO, false);
         let busy = w.poll_routed(&c)?;
+        w.wake.tick(Instant::now());
         w.start_partitions(&c, stop)?;
         w.read_ahead(&c)?;
         let decided = w.decide_ready(&c)?;
@@ -350,9 +351,7 @@ impl<'a> Worker<'a> {
     /// partition woke up, no partition counts as idle: an owned one is bounded by where it
     /// stands, another worker's by its last marker's record (`Progress::bound_held`).
     pub(super) fn bound(&self, q: u32) -> Bound {
-        let settled = self
-            .wake
-            .settled(Duration::from_millis(self.k.wake_grace_ms), Instant::now());
+        let settled = self.wake.settled();
         let Some(o) = self.owned.get(&q) else {
             return match settled {
                 true => self.progress.bound(q),
