@@ -7,11 +7,14 @@
 # of wall time spent waiting on the global order (simdedup_order_wait_seconds_total: posts
 # buffered, none allowed yet) and how many posts it decided ahead of their turn
 # (simdedup_decided_ahead_total), and how many posts waited and for how long on average
-# (simdedup_post_wait_seconds).
+# (simdedup_post_wait_seconds). While the backlog drains, it also prints the share of the
+# machine's CPU time in use and each process's CPU seconds per 1,000 posts decided meanwhile: when
+# the machine's cores are all in use, a second worker cannot add throughput, only its own cost.
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
-# the work dir.
+# the work dir; SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
+# $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"').
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${1:-}
@@ -39,6 +42,7 @@ changelog_topic = "backlog.changelog"
 routed_partitions = 8
 idle_after_ms = 10000
 TOML
+printf '%s\n' "${SIMDEDUP_BACKLOG_CONFIG:-}" >> "$work/config.toml"
 python3 scripts/copies.py "$input" "$copies" > "$work/stream.jsonl"
 n=$(wc -l < "$work/stream.jsonl")
 "$bin" produce --topic backlog.posts --partitions 8 --input "$work/stream.jsonl"
@@ -67,7 +71,12 @@ done
 settled || { echo "the dedup group did not settle within 30 s" >&2; exit 1; }
 sleep 1
 settled || { echo "the dedup group did not stay settled" >&2; exit 1; }
-broker_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$(cat "$SIMDEDUP_RUN/broker.pid")/stat"; }
+proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
+broker_cpu() { proc_cpu "$(cat "$SIMDEDUP_RUN/broker.pid")"; }
+# CPU seconds the whole machine spent busy (every core: all but idle and iowait).
+machine_cpu() { awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" {print ($2 + $3 + $4 + $7 + $8 + $9) / hz}' /proc/stat; }
+# CPU seconds of every worker process, in the order they were started.
+workers_cpu() { local p out=(); for p in "${pids[@]}"; do out+=("$(proc_cpu "$p")"); done; echo "${out[*]}"; }
 b0=$(broker_cpu)
 t0=$(date +%s.%N)
 start route route
@@ -88,7 +97,7 @@ while :; do
   sleep 0.5
   got=$(decided)
   elapsed=$(python3 -c "print(round($(date +%s.%N) - $t0, 2))")
-  echo "$elapsed $got $(broker_cpu)" >> "$work/samples"
+  echo "$elapsed $got $(broker_cpu) $(machine_cpu) $(workers_cpu)" >> "$work/samples"
   elapsed=${elapsed%.*}
   [ "$got" -ge "$n" ] && break
   if [ "$elapsed" -ge "$timeout" ]; then
@@ -102,23 +111,29 @@ wall=$(python3 -c "print(round($t1 - $t0, 1))")
 echo "workers $workers: $got of $n verdicts out (acknowledged) in $wall s: $(python3 -c "print(round($got / ($t1 - $t0)))") posts/s"
 # The drain rate leaves out the start (group join of the route worker, first envelopes) and the
 # end (the last posts wait kafka.idle_after_ms for the other partitions to fall idle).
-python3 - "$n" "$work/samples" <<'PY'
+python3 - "$n" "$work/samples" "$(nproc)" "${names[*]}" <<'PY'
 import sys
-n = int(sys.argv[1])
-s = [tuple(map(float, l.split())) for l in open(sys.argv[2])]
+n, cores, names = int(sys.argv[1]), int(sys.argv[3]), sys.argv[4].split()
+# Each sample: seconds, verdicts out, broker CPU, machine CPU, then each worker's CPU (those
+# started by then).
+s = [list(map(float, l.split())) for l in open(sys.argv[2])]
 def when(frac):
-    return next(((t, d, c) for t, d, c in s if d >= frac * n), None)
+    return next((x for x in s if x[1] >= frac * n), None)
 a, b = when(0.05), when(0.95)
 if a is not None and b is not None and b[0] > a[0]:
-    posts = b[1] - a[1]
-    print(f"drain rate, 5% to 95% of the verdicts out: {round(posts / (b[0] - a[0]))} posts/s "
-          f"({a[0]:.1f} s to {b[0]:.1f} s; broker CPU meanwhile {(b[2] - a[2]) / posts * 1000:.3f} s per 1,000 posts, "
-          f"{100 * (b[2] - a[2]) / (b[0] - a[0]):.0f}% of one core)")
+    posts, secs = b[1] - a[1], b[0] - a[0]
+    per = lambda i: (b[i] - a[i]) / posts * 1000
+    print(f"drain rate, 5% to 95% of the verdicts out: {round(posts / secs)} posts/s "
+          f"({a[0]:.1f} s to {b[0]:.1f} s; broker CPU meanwhile {per(2):.3f} s per 1,000 posts, "
+          f"{100 * (b[2] - a[2]) / secs:.0f}% of one core)")
+    workers = ", ".join(f"{nm} {per(4 + i):.3f}" for i, nm in enumerate(names) if 4 + i < len(a))
+    print(f"meanwhile the machine's {cores} cores were {100 * (b[3] - a[3]) / (secs * cores):.0f}% busy: "
+          f"{per(3):.3f} CPU s per 1,000 posts in all; workers' CPU s per 1,000 posts: {workers}")
 PY
 echo "broker: CPU $(python3 -c "print(round(($b1 - $b0) / $n * 1000, 3))") s per 1,000 posts ($(python3 -c "print(round(100 * ($b1 - $b0) / ($t1 - $t0)))")% of one core)"
 for i in "${!names[@]}"; do
   nm=${names[$i]}
-  cpu=$(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/${pids[$i]}/stat")
+  cpu=$(proc_cpu "${pids[$i]}")
   wait_s=$(metric "$nm" simdedup_order_wait_seconds_total)
   ahead=$(metric "$nm" simdedup_decided_ahead_total)
   waited=$(metric "$nm" simdedup_post_wait_seconds_count)
