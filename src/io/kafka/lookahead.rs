@@ -16,6 +16,13 @@ use crate::verify::{self, Bits, Gates, Sketch, VerifyConfig, VerifyMode};
 use super::gate::{frontier, Bound};
 use super::wire::{routed_seq, RoutedPost};
 
+/// A check compares a post with at most this many undecided posts of one partition; past that
+/// it waits for the owner to move on, as in the strict order. The comparisons a post makes grow
+/// with how far its worker runs ahead of the owner, and spent on every head in turn they cost
+/// more than the wait: a second worker's CPU per post halved, and two workers drained a backlog
+/// 1.15x as fast (`scripts/bench-backlog.sh 2`, README *Measured results*).
+pub(crate) const MAX_SCAN: usize = 512;
+
 /// A post read ahead, not yet known to be decided.
 struct Pending {
     key: OrderKey,
@@ -64,6 +71,8 @@ pub(crate) enum Check {
     Unread,
     /// An undecided post there may match it.
     MayMatch,
+    /// It sees more undecided posts there than one check compares (`MAX_SCAN`).
+    Far,
 }
 
 /// The partitions followed ahead and their undecided posts.
@@ -184,7 +193,8 @@ impl Lookahead {
 
     /// Whether a post with key `key` and sketch `post` (of another partition) may be decided
     /// without waiting for `partition` (`Check::Clear`): everything of `partition` it sees has
-    /// been read, and no post read and not yet decided there that it sees could match it.
+    /// been read, and no post read and not yet decided there that it sees could match it (at
+    /// most `MAX_SCAN` of them compared: `Check::Far` past that).
     /// The undecided posts with keys below `*checked` were compared with it before and cannot
     /// match it; `*checked` moves past those found not to match this time. (A waiting post is
     /// checked again after every decision of another lane: without this, each check compared
@@ -205,12 +215,12 @@ impl Lookahead {
             return Check::Unread;
         }
         let from = checked.map_or(0, |k| a.posts.partition_point(|p| p.key < k));
-        let mut unseen = None;
-        for p in a.posts.range(from..) {
-            if !key.sees(&p.key, v) {
-                unseen = Some(p.key);
-                break;
-            }
+        // The posts are in key order, and a key sees those of another partition up to a point.
+        let to = a.posts.partition_point(|p| key.sees(&p.key, v));
+        if to.saturating_sub(from) > MAX_SCAN {
+            return Check::Far;
+        }
+        for p in a.posts.range(from..to.max(from)) {
             if self.may_match(post, bits, &p.gates, &p.analyzed.sketch()) {
                 *checked = Some(p.key);
                 return Check::MayMatch;
@@ -218,6 +228,7 @@ impl Lookahead {
         }
         // Every undecided post before the first one it does not see was compared (all of them
         // when it sees the last: what is read later comes after it).
+        let unseen = a.posts.get(to).map(|p| p.key);
         *checked = unseen.or(a.posts.back().map(|p| p.key)).max(*checked);
         Check::Clear
     }
@@ -386,6 +397,35 @@ mod tests {
             la.check_resuming(1, &at, &sketch, &bits, &mut past),
             Check::Clear
         );
+    }
+
+    #[test]
+    fn a_post_compares_at_most_max_scan_undecided_posts_then_waits() {
+        let tok = Tokenizer::new(Weighting::Tf, "");
+        let mut la = ahead();
+        la.start(1, 0, Some((0, 0)));
+        // MAX_SCAN + 1 undecided posts, none of which can match the query, then one it does
+        // not see.
+        let n = MAX_SCAN as u64 + 1;
+        for i in 0..n {
+            la.read(1, i, Some(vec![routed(&tok, "b", Some(10 + i as i64), 1, B)]));
+        }
+        la.read(1, n, Some(vec![routed(&tok, "c", Some(10_000), 1, B)]));
+        let q = routed(&tok, "q", None, 1, A);
+        let query = q.analyzed.sketch();
+        let bits = Bits::of(&query);
+        let at = key(5_000, 0, 50);
+        assert_eq!(la.check(1, &at, &query, &bits), Check::Far);
+        // Those compared before are not counted again: from past the first one, it is clear.
+        let mut checked = Some(key(11, 1, 0));
+        assert_eq!(
+            la.check_resuming(1, &at, &query, &bits, &mut checked),
+            Check::Clear
+        );
+        // So it is once the owner has decided the first one.
+        la.decided(1, Bound::Key(key(11, 1, 0)));
+        assert_eq!(la.pending(1), MAX_SCAN + 1);
+        assert_eq!(la.check(1, &at, &query, &bits), Check::Clear);
     }
 
     #[test]

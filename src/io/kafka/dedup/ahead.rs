@@ -48,8 +48,8 @@ pub(super) struct AheadReader {
     pub(super) wanted: bool,
     /// When a post last waited on a partition this worker does not own.
     last_wanted: Option<Instant>,
-    /// `Lookahead::check` outcomes: clear, not followed, unread, may match.
-    pub(super) checks: std::cell::Cell<[u64; 4]>,
+    /// `Lookahead::check` outcomes: clear, not followed, unread, may match, too far ahead.
+    pub(super) checks: std::cell::Cell<[u64; 5]>,
 }
 
 impl AheadReader {

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::super::gate;
 use super::super::gate::frontier;
-use super::super::lookahead::Check;
+use super::super::lookahead::{Check, MAX_SCAN};
 use super::super::wire::routed_seq;
 use super::super::KafkaError;
 use super::{Clients, Worker, SETTLE_EVERY_DECISIONS};
@@ -110,7 +110,7 @@ impl Worker<'_> {
     }
 
     /// `Lookahead::check` for lane `q` of this worker: its buffered posts, keyed as they will
-    /// be decided, then what is not buffered yet.
+    /// be decided (at most `MAX_SCAN` of them), then what is not buffered yet.
     fn own_check(&self, q: u32, key: &OrderKey, post: &Sketch<'_>, bits: &Bits) -> Check {
         let Some(o) = self.owned.get(&q).filter(|o| o.started) else {
             return Check::NotFollowed;
@@ -118,7 +118,10 @@ impl Worker<'_> {
         let v = self.k.visibility();
         let mut watermark = self.engine.watermarks().get(&q).copied();
         let mut arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
-        for s in &o.buf {
+        for (i, s) in o.buf.iter().enumerate() {
+            if i == MAX_SCAN {
+                return Check::Far;
+            }
             let Ok(r) = &s.post else { continue };
             let at = Position {
                 partition: q,
