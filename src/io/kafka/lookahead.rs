@@ -408,7 +408,11 @@ mod tests {
         // not see.
         let n = MAX_SCAN as u64 + 1;
         for i in 0..n {
-            la.read(1, i, Some(vec![routed(&tok, "b", Some(10 + i as i64), 1, B)]));
+            la.read(
+                1,
+                i,
+                Some(vec![routed(&tok, "b", Some(10 + i as i64), 1, B)]),
+            );
         }
         la.read(1, n, Some(vec![routed(&tok, "c", Some(10_000), 1, B)]));
         let q = routed(&tok, "q", None, 1, A);
