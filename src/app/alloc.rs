@@ -9,6 +9,11 @@
 //! blocks of at least `MIN_ADVISED` bytes only: those are few (the index's arrays, grown by
 //! doubling) and glibc maps each on its own, so the advice touches nothing else. Where huge
 //! pages are off (`never`), the advice is a no-op. Measured in the README (*Scale*).
+//!
+//! The smaller blocks (hash maps, posting lists, spill buffers) live in glibc's heaps, out of
+//! this allocator's reach. glibc advises those itself under `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`
+//! (2.35 and later), a tunable read only when a process starts, so `with_malloc_huge_pages`
+//! starts the binary again, once, with it set.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 
@@ -44,6 +49,51 @@ unsafe impl GlobalAlloc for HugePages {
         let q = unsafe { System.realloc(p, layout, new_size) };
         advise(q, new_size);
         q
+    }
+}
+
+/// The glibc tunable under which malloc advises huge pages on its heaps and every block it maps.
+pub const GLIBC_HUGETLB: &str = "glibc.malloc.hugetlb";
+
+/// Replaces the process with itself, same arguments and pid, with `glibc.malloc.hugetlb=1` added
+/// to `GLIBC_TUNABLES`, when it runs on glibc, the kernel has transparent huge pages, and
+/// `GLIBC_TUNABLES` does not name that tunable already (so it happens once; setting
+/// `GLIBC_TUNABLES=glibc.malloc.hugetlb=0` keeps a process as started). Call it first thing in
+/// `main`, before any thread starts. Returns when it does not replace the process, or cannot.
+pub fn with_malloc_huge_pages() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::os::unix::process::CommandExt;
+        let current = std::env::var_os("GLIBC_TUNABLES");
+        let Some(value) = tunables_with_hugetlb(current.as_deref().map(|v| v.to_str())) else {
+            return;
+        };
+        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+        if !thp.is_ok_and(|t| !t.contains("[never]")) {
+            return;
+        }
+        let mut args = std::env::args_os();
+        let mut cmd = std::process::Command::new("/proc/self/exe");
+        if let Some(arg0) = args.next() {
+            cmd.arg0(arg0);
+        }
+        // Returns only if the process could not be replaced: it goes on as it is.
+        let _ = cmd.args(args).env("GLIBC_TUNABLES", value).exec();
+    }
+}
+
+/// `GLIBC_TUNABLES` with `glibc.malloc.hugetlb=1` added, or `None` when `current` names that
+/// tunable already or is not UTF-8 (`Some(None)`).
+fn tunables_with_hugetlb(current: Option<Option<&str>>) -> Option<String> {
+    let named = |v: &str| {
+        v.split(':')
+            .any(|t| t.split('=').next() == Some(GLIBC_HUGETLB))
+    };
+    match current {
+        None | Some(Some("")) => Some(format!("{GLIBC_HUGETLB}=1")),
+        Some(Some(v)) if named(v) => None,
+        Some(Some(v)) => Some(format!("{v}:{GLIBC_HUGETLB}=1")),
+        Some(None) => None,
     }
 }
 
@@ -97,6 +147,25 @@ mod tests {
             }
         }
         None
+    }
+
+    #[test]
+    fn the_hugetlb_tunable_is_added_once_and_an_explicit_setting_kept() {
+        let on = "glibc.malloc.hugetlb=1";
+        assert_eq!(tunables_with_hugetlb(None).as_deref(), Some(on));
+        assert_eq!(tunables_with_hugetlb(Some(Some(""))).as_deref(), Some(on));
+        assert_eq!(
+            tunables_with_hugetlb(Some(Some("glibc.malloc.arena_max=2"))).as_deref(),
+            Some("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1")
+        );
+        assert_eq!(tunables_with_hugetlb(Some(Some(on))), None);
+        assert_eq!(
+            tunables_with_hugetlb(Some(Some(
+                "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=2"
+            ))),
+            None
+        );
+        assert_eq!(tunables_with_hugetlb(Some(None)), None);
     }
 
     #[test]

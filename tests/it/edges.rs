@@ -296,3 +296,59 @@ fn a_thirty_digit_integer_id_is_kept_exactly() {
     assert_eq!(dups[0]["post_id"], "-98765432109876543210987");
     assert_eq!(dups[0]["cluster_id"], "123456789012345678901234567890");
 }
+
+/// The `GLIBC_TUNABLES` a running process sees, read from `/proc`, once it names the hugetlb
+/// tunable (the binary starts itself again with it, `app::alloc`), or after 5 s.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn tunables_of(pid: u32) -> Option<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let found = env
+            .split(|b| *b == 0)
+            .filter_map(|v| std::str::from_utf8(v).ok())
+            .find_map(|v| v.strip_prefix("GLIBC_TUNABLES="))
+            .map(str::to_string);
+        if found
+            .as_deref()
+            .is_some_and(|v| v.contains("glibc.malloc.hugetlb"))
+            || std::time::Instant::now() > deadline
+        {
+            return found;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn the_binary_runs_with_glibc_heaps_on_huge_pages_unless_told_otherwise() {
+    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+    if !thp.is_ok_and(|t| !t.contains("[never]")) {
+        eprintln!("no transparent huge pages here: the binary leaves glibc as it is");
+        return;
+    }
+    // (Added to other tunables, it is not seen in `/proc`: glibc rewrites the variable's
+    // text in place as it parses it. `app::alloc`'s unit test covers that case.)
+    let dir = tempfile::tempdir().unwrap();
+    for (i, (given, expected)) in [
+        (None, "glibc.malloc.hugetlb=1"),
+        (Some("glibc.malloc.hugetlb=0"), "glibc.malloc.hugetlb=0"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let outs = Outs::in_dir(dir.path(), &format!("t{i}"));
+        let mut c = outs.command(std::path::Path::new("-"), None);
+        c.env_remove("GLIBC_TUNABLES");
+        if let Some(v) = given {
+            c.env("GLIBC_TUNABLES", v);
+        }
+        // Waiting on stdin while its environment is read.
+        let mut child = c.stdin(Stdio::piped()).spawn().unwrap();
+        let seen = tunables_of(child.id());
+        drop(child.stdin.take());
+        assert!(child.wait().unwrap().success());
+        assert_eq!(seen.as_deref(), Some(expected), "given {given:?}");
+    }
+}
