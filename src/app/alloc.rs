@@ -72,8 +72,12 @@ pub fn with_malloc_huge_pages() {
         if !thp.is_ok_and(|t| !t.contains("[never]")) {
             return;
         }
+        // The binary's own path (not /proc/self/exe), so that the process keeps its name.
+        let Ok(exe) = std::env::current_exe() else {
+            return;
+        };
         let mut args = std::env::args_os();
-        let mut cmd = std::process::Command::new("/proc/self/exe");
+        let mut cmd = std::process::Command::new(exe);
         if let Some(arg0) = args.next() {
             cmd.arg0(arg0);
         }

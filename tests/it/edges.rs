@@ -347,8 +347,11 @@ fn the_binary_runs_with_glibc_heaps_on_huge_pages_unless_told_otherwise() {
         // Waiting on stdin while its environment is read.
         let mut child = c.stdin(Stdio::piped()).spawn().unwrap();
         let seen = tunables_of(child.id());
+        // Started again under its own name, as `ps` and `pgrep` know it.
+        let comm = std::fs::read_to_string(format!("/proc/{}/comm", child.id())).unwrap();
         drop(child.stdin.take());
         assert!(child.wait().unwrap().success());
         assert_eq!(seen.as_deref(), Some(expected), "given {given:?}");
+        assert_eq!(comm.trim(), "simdedup");
     }
 }
