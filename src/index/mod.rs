@@ -114,7 +114,8 @@ pub struct QueryStats {
 pub struct Memory {
     /// Per-slot records (`store::Meta`).
     pub meta: usize,
-    /// Cold records kept in memory (all of them without spill files, else write buffers).
+    /// Cold records kept in memory (all of them without spill files, else write buffers and
+    /// each generation's newest records).
     pub cold: usize,
     /// The exact-text table.
     pub texts: usize,

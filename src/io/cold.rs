@@ -5,9 +5,14 @@
 //! allows. The files are scratch: the durable state stays in sled, a crash leaves nothing
 //! behind (the files are unlinked at creation), and a restart rebuilds them from sled.
 //!
+//! Each generation also keeps its newest `TAIL` bytes of records in memory after writing them,
+//! and reads those without a system call. Reads lean to the newest records: a cluster that keeps
+//! receiving duplicates is copied into the newest generation, and reposts come in bursts.
+//!
 //! A write error (a full disk) keeps the records in memory from then on and is reported once;
 //! nothing is lost.
 
+use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -19,8 +24,13 @@ use crate::index::cold::{ColdFactory, ColdStore};
 /// Records buffered in memory before one write.
 const BUFFER: usize = 256 * 1024;
 
-/// Makes one spill file per generation in a directory (created when the generation's first
-/// `BUFFER` bytes are full: small generations never touch the disk).
+/// Bytes of a generation's newest written records kept in memory besides the file. In the
+/// scale benchmark at 10M live entries, half of the records read lay within a generation's last
+/// 16 MiB (a fifth within its last 4 MiB); each such read saves a `pread`.
+const TAIL: usize = 16 << 20;
+
+/// Makes one spill file per generation in a directory (created when the generation's records
+/// outgrow its first `BUFFER` bytes: small generations never touch the disk).
 pub struct FileColdFactory {
     inner: Arc<Dir>,
 }
@@ -69,6 +79,8 @@ impl ColdFactory for FileColdFactory {
             failed: false,
             written: 0,
             pending: Vec::new(),
+            kept: VecDeque::new(),
+            kept_bytes: 0,
         })
     }
 }
@@ -82,6 +94,11 @@ struct FileCold {
     failed: bool,
     written: u64,
     pending: Vec<u8>,
+    /// The newest written buffers, oldest first, each with its offset: every record lies whole
+    /// in one (a buffer is written after a record is appended, never in the middle of one).
+    kept: VecDeque<(u64, Vec<u8>)>,
+    /// Their lengths' sum, at most about `TAIL` once a write is done.
+    kept_bytes: usize,
 }
 
 impl FileCold {
@@ -92,22 +109,47 @@ impl FileCold {
         if let Some(file) = &self.file {
             file.write_all_at(&self.pending, self.written)?;
         }
-        self.written += self.pending.len() as u64;
-        self.pending.clear();
+        // The written buffer joins the kept ones; the oldest kept past `TAIL` become the next
+        // buffer, so steady writing allocates nothing.
+        let mut next = Vec::new();
+        while self.kept_bytes + self.pending.len() > TAIL {
+            let Some((_, old)) = self.kept.pop_front() else {
+                break;
+            };
+            self.kept_bytes -= old.len();
+            next = old;
+        }
+        next.clear();
+        let full = std::mem::replace(&mut self.pending, next);
+        let at = self.written;
+        self.written += full.len() as u64;
+        self.kept_bytes += full.len();
+        self.kept.push_back((at, full));
         Ok(())
+    }
+
+    /// The kept buffer holding `offset`, if one does.
+    fn kept_at(&self, offset: u64) -> Option<&(u64, Vec<u8>)> {
+        let i = self.kept.partition_point(|(start, _)| *start <= offset);
+        i.checked_sub(1).and_then(|i| self.kept.get(i))
     }
 }
 
 impl ColdStore for FileCold {
     fn append(&mut self, record: &[u8]) {
+        // Written before it would overflow, so a buffer never grows past `BUFFER` (unless one
+        // record does) and the kept ones hold no slack.
+        let full = self.pending.len() + record.len() > BUFFER;
+        if full && !self.pending.is_empty() && !self.failed {
+            if let Err(e) = self.flush() {
+                tracing::warn!(dir = %self.dir.path.display(), error = %e, "cannot write a spill file: this generation stays in memory");
+                self.failed = true;
+            }
+        }
+        if self.pending.capacity() == 0 {
+            self.pending.reserve_exact(BUFFER.max(record.len()));
+        }
         self.pending.extend_from_slice(record);
-        if self.pending.len() < BUFFER || self.failed {
-            return;
-        }
-        if let Err(e) = self.flush() {
-            tracing::warn!(dir = %self.dir.path.display(), error = %e, "cannot write a spill file: this generation stays in memory");
-            self.failed = true;
-        }
     }
 
     fn len(&self) -> u64 {
@@ -127,6 +169,12 @@ impl ColdStore for FileCold {
                 std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "record past the end")
             });
         }
+        if let Some((start, bytes)) = self.kept_at(offset) {
+            let start = (offset - start) as usize;
+            if let Some(record) = bytes.get(start..start + len) {
+                return Ok(record);
+            }
+        }
         let file = self
             .file
             .as_ref()
@@ -137,7 +185,7 @@ impl ColdStore for FileCold {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.pending.capacity()
+        self.pending.capacity() + self.kept.iter().map(|k| k.1.capacity()).sum::<usize>()
     }
 }
 
@@ -146,23 +194,40 @@ mod tests {
     use super::*;
 
     #[test]
-    fn records_read_back_from_file_and_buffer_and_leave_no_file() {
+    fn records_read_back_from_file_tail_and_buffer_and_leave_no_file() {
         let dir = tempfile::tempdir().unwrap();
         let f = FileColdFactory::new(dir.path()).unwrap();
         let mut s = f.create(3);
+        let record = |i: usize| format!("record {i} {}", "x".repeat(i % 50));
         let mut offsets = Vec::new();
-        for i in 0..20_000u32 {
+        // Past the kept tail: the oldest records are read from the file, the newest from memory.
+        while (s.len() as usize) < TAIL + 4 * BUFFER {
+            let i = offsets.len();
             offsets.push(s.len());
-            s.append(format!("record {i} {}", "x".repeat((i % 50) as usize)).as_bytes());
+            s.append(record(i).as_bytes());
         }
-        assert!(s.memory_bytes() < 2 * BUFFER);
+        let held = s.memory_bytes();
+        let expected = TAIL - BUFFER..=TAIL + 4 * BUFFER;
+        assert!(expected.contains(&held), "{held} bytes held");
         let mut buf = Vec::new();
         for (i, &o) in offsets.iter().enumerate() {
-            let want = format!("record {i} {}", "x".repeat(i % 50));
+            let want = record(i);
             let got = s.read(o, want.len() as u32, &mut buf).unwrap();
-            assert_eq!(got, want.as_bytes());
+            assert_eq!(got, want.as_bytes(), "record {i}");
         }
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert!(s.read(s.len(), 1, &mut buf).is_err());
+        // Bytes across the end of a kept buffer (none holds more than `BUFFER`) come from the
+        // file, whole.
+        let k = offsets.partition_point(|&o| o < s.len() - TAIL as u64 / 2);
+        let mut want = Vec::new();
+        for i in k.. {
+            want.extend_from_slice(record(i).as_bytes());
+            if want.len() > BUFFER {
+                break;
+            }
+        }
+        let got = s.read(offsets[k], want.len() as u32, &mut buf).unwrap();
+        assert_eq!(got, &want[..]);
     }
 }
