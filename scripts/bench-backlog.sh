@@ -13,7 +13,8 @@
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
-# the work dir; SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
+# the work dir; SIMDEDUP_BACKLOG_PARTITIONS sets kafka.routed_partitions (default 8; the raw
+# topic keeps 8); SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
 # $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"').
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,12 +26,14 @@ input=${3:-../shared/bench/weibo-dev-small/posts.jsonl}
   exit 2
 }
 timeout=${SIMDEDUP_BACKLOG_TIMEOUT:-1800}
+routed=${SIMDEDUP_BACKLOG_PARTITIONS:-8}
+[[ $routed =~ ^[1-9][0-9]*$ ]] || { echo "SIMDEDUP_BACKLOG_PARTITIONS: a partition count" >&2; exit 2; }
 source scripts/bench-env.sh
 bench_start
 names=()
 # The route worker starts only after the dedup group settles: keep its empty routed partitions
 # from counting as idle before routing begins (README, Limits).
-cat > "$work/config.toml" <<'TOML'
+cat > "$work/config.toml" <<TOML
 [kafka]
 group_id = "backlog"
 input_topic = "backlog.posts"
@@ -39,7 +42,7 @@ unique_topic = "backlog.unique"
 duplicates_topic = "backlog.duplicates"
 rejected_topic = "backlog.rejected"
 changelog_topic = "backlog.changelog"
-routed_partitions = 8
+routed_partitions = $routed
 idle_after_ms = 10000
 TOML
 printf '%s\n' "${SIMDEDUP_BACKLOG_CONFIG:-}" >> "$work/config.toml"
@@ -54,7 +57,7 @@ start() { # name role
   names+=("$1")
 }
 for i in $(seq "$workers"); do start "dedup$i" dedup; done
-# Settled: each worker's latest rebalance event assigns it partitions, 8 in all.
+# Settled: each worker's latest rebalance event assigns it partitions, all of them in all.
 settled() {
   local total=0 i last
   for i in $(seq "$workers"); do
@@ -62,7 +65,7 @@ settled() {
     [[ $last == *Assigned* ]] || return 1
     total=$((total + $(sed 's/.*Assigned(\[\(.*\)\]).*/\1/' <<< "$last" | tr ',' '\n' | grep -c '[0-9]')))
   done
-  [ "$total" -eq 8 ]
+  [ "$total" -eq "$routed" ]
 }
 for _ in $(seq 300); do
   settled && break
