@@ -50,18 +50,26 @@ fn newest_first<'a>(
 
 impl Index {
     /// Asks for what the first lookups of `q`'s candidates in `seg` read (its sealed block
-    /// tables' directory entries and its gram dictionary's entries), so that they are in cache
+    /// tables' directory entries, its gram dictionary's entries, and the buckets of the run keys
+    /// of its mutable tables and postings), so that they are in cache
     /// when `seg` is searched: called while the generation before it is searched (and before
     /// the first).
     pub(super) fn prefetch_candidates(&self, seg: &Segment, q: &Query<'_>) {
         if self.tabled(q.sketch.tokens.len()) {
+            let fp = q.sketch.fingerprint;
             for (t, sealed) in seg.sealed_tables.iter().enumerate() {
-                sealed.prefetch_dir(self.layout.permuted(t, q.sketch.fingerprint));
+                sealed.prefetch_dir(self.layout.permuted(t, fp));
+            }
+            for (t, table) in seg.tables.iter().enumerate() {
+                table.prefetch(&self.layout.key(t, fp));
             }
         }
-        if let Some(p) = &seg.prefix {
-            if self.gram_path() && q.sketch.chars.len() >= self.min_gram_chars {
+        if self.gram_path() && q.sketch.chars.len() >= self.min_gram_chars {
+            if let Some(p) = &seg.prefix {
                 p.prefetch_ranks(q.grams);
+            }
+            for g in q.grams {
+                seg.grams.prefetch(g);
             }
         }
     }

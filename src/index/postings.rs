@@ -5,7 +5,10 @@
 //! key then takes one byte, of a rare key two or three, instead of four plus a vector per key.
 //! A generation that still receives posts is sealed whenever its head grows to a quarter of its
 //! run, so merging costs O(1) amortized per posting (about five rewrites each), and the head,
-//! which costs a vector per key with more than one new slot, stays small.
+//! which costs a vector per key with more than one new slot, stays small. The run's keys are an
+//! open-addressing table whose buckets a query asks for ahead of its lookups (`prefetch`): in a
+//! generation of millions of entries each lookup is a cache miss, and a query's lookups then
+//! overlap instead of following one another.
 
 use std::hash::{BuildHasher, Hash};
 
@@ -26,7 +29,7 @@ pub struct Postings<K> {
     /// for are absent; in large ones it is full and costs one load.
     filter: Box<[u64; FILTER_WORDS]>,
     /// Per key: start of its varints in `run`, and how many slots.
-    run_keys: FxHashMap<K, (u32, u32)>,
+    run_keys: RunKeys,
     run: Vec<u8>,
     run_len: usize,
     head: FxHashMap<K, HeadSlots>,
@@ -62,7 +65,7 @@ impl<K> Default for Postings<K> {
     fn default() -> Self {
         Postings {
             filter: Box::new([0; FILTER_WORDS]),
-            run_keys: FxHashMap::default(),
+            run_keys: RunKeys::with_capacity(0),
             run: Vec::new(),
             run_len: 0,
             head: FxHashMap::default(),
@@ -187,7 +190,93 @@ fn filter_bit<K: Hash>(key: &K) -> (usize, u64) {
     (b >> 6, 1 << (b & 63))
 }
 
-impl<K: Copy + Eq + Hash> Postings<K> {
+/// The run's keys: an open-addressing table of (key, start, slots), 16 bytes a bucket and at
+/// most three quarters full, built whole at each seal. A bucket with no slots is vacant (every
+/// key of the run has one at least), so any key, `u64::MAX` too, can be held.
+#[derive(Debug)]
+struct RunKeys {
+    buckets: Box<[RunKey]>,
+    /// log2 of the bucket count.
+    bits: u32,
+    len: usize,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct RunKey {
+    key: u64,
+    start: u32,
+    slots: u32,
+}
+
+impl RunKeys {
+    /// A table that holds `n` keys.
+    fn with_capacity(n: usize) -> RunKeys {
+        let bits = (n + n / 3 + 1).next_power_of_two().trailing_zeros().max(2);
+        RunKeys {
+            buckets: vec![RunKey::default(); 1 << bits].into_boxed_slice(),
+            bits,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+    }
+
+    /// Adds `key`, not yet held, with `slots` (at least one) from `start`. Panics past the
+    /// capacity the table was made for.
+    fn insert(&mut self, key: u64, start: u32, slots: u32) {
+        assert!(
+            4 * (self.len + 1) <= 3 * self.buckets.len(),
+            "run keys full"
+        );
+        debug_assert!(slots > 0 && self.get(key).is_none());
+        let mask = self.buckets.len() - 1;
+        let mut i = self.home(key);
+        while self.buckets[i].slots != 0 {
+            i = (i + 1) & mask;
+        }
+        self.buckets[i] = RunKey { key, start, slots };
+        self.len += 1;
+    }
+
+    /// The start and slot count of `key`, if held.
+    #[inline]
+    fn get(&self, key: u64) -> Option<(u32, u32)> {
+        let mask = self.buckets.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let b = &self.buckets[i];
+            if b.slots == 0 {
+                return None;
+            }
+            if b.key == key {
+                return Some((b.start, b.slots));
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    #[inline]
+    fn prefetch(&self, key: u64) {
+        super::prefetch(&self.buckets[self.home(key)]);
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &RunKey> + '_ {
+        self.buckets.iter().filter(|b| b.slots != 0)
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn bytes(&self) -> usize {
+        self.buckets.len() * std::mem::size_of::<RunKey>()
+    }
+}
+
+impl<K: Copy + Eq + Hash + Into<u64> + From<u64>> Postings<K> {
     /// Adds `slot` under `key`. Slots must be added in increasing order.
     #[inline]
     pub fn push(&mut self, key: K, slot: u32) {
@@ -222,8 +311,8 @@ impl<K: Copy + Eq + Hash> Postings<K> {
             0 => (&[][..], 0),
             _ => self
                 .run_keys
-                .get(key)
-                .map_or((&[][..], 0), |&(s, n)| (&self.run[s as usize..], n)),
+                .get((*key).into())
+                .map_or((&[][..], 0), |(s, n)| (&self.run[s as usize..], n)),
         };
         let head = match self.head_len {
             0 => &[][..],
@@ -233,6 +322,15 @@ impl<K: Copy + Eq + Hash> Postings<K> {
             sealed,
             sealed_len,
             head,
+        }
+    }
+
+    /// Asks for the run's bucket of `key` ahead of its lookup (`index::prefetch`): a query asks
+    /// for all its keys' buckets first, then looks them up.
+    #[inline]
+    pub fn prefetch(&self, key: &K) {
+        if self.run_len != 0 {
+            self.run_keys.prefetch((*key).into());
         }
     }
 
@@ -252,7 +350,7 @@ impl<K: Copy + Eq + Hash> Postings<K> {
         let new = self
             .head
             .keys()
-            .filter(|k| !self.run_keys.contains_key(k))
+            .filter(|k| self.run_keys.get((**k).into()).is_none())
             .count();
         self.run_keys.len() + new
     }
@@ -260,22 +358,24 @@ impl<K: Copy + Eq + Hash> Postings<K> {
     /// Every key with its slots (any order).
     #[inline]
     pub fn iter(&self) -> impl Iterator<Item = (K, List<'_>)> + '_ {
-        let sealed = self.run_keys.keys().map(|k| (*k, self.get(k)));
+        let sealed = self.run_keys.iter().map(|b| {
+            let k = K::from(b.key);
+            (k, self.get(&k))
+        });
         let new = self
             .head
             .keys()
-            .filter(|k| !self.run_keys.contains_key(k))
+            .filter(|k| self.run_keys.get((**k).into()).is_none())
             .map(|k| (*k, self.get(k)));
         sealed.chain(new)
     }
 
     /// Approximate bytes held.
     pub fn approx_bytes(&self) -> usize {
-        let map_entry = std::mem::size_of::<(K, (u32, u32))>() + 1;
         let head_entry = std::mem::size_of::<(K, HeadSlots)>() + 1;
         FILTER_WORDS * 8
             + self.run.capacity()
-            + self.run_keys.capacity() * map_entry
+            + self.run_keys.bytes()
             + self.head.capacity() * head_entry
             + self.head_len * 4
     }
@@ -290,23 +390,24 @@ impl<K: Copy + Eq + Hash> Postings<K> {
         // slots (all smaller) come before its new ones.
         let mut head = std::mem::take(&mut self.head);
         let mut run = Vec::with_capacity(self.run.len() + 2 * self.head_len);
-        let mut run_keys = FxHashMap::default();
-        run_keys.reserve(self.run_keys.len() + head.len());
-        let encode = |run: &mut Vec<u8>, slots: &mut dyn Iterator<Item = u32>| {
-            (run.len() as u32, put_gaps(run, slots))
+        let mut run_keys = RunKeys::with_capacity(self.run_keys.len() + head.len());
+        let mut encode = |k: u64, slots: &mut dyn Iterator<Item = u32>| {
+            let start = run.len() as u32;
+            let n = put_gaps(&mut run, slots);
+            run_keys.insert(k, start, n);
         };
-        for (k, &(s, n)) in &self.run_keys {
+        for b in self.run_keys.iter() {
             let old = Gaps {
-                bytes: &self.run[s as usize..],
-                left: n,
+                bytes: &self.run[b.start as usize..],
+                left: b.slots,
                 prev: 0,
             };
-            let new = head.remove(k);
+            let new = head.remove(&K::from(b.key));
             let new = new.as_ref().map_or(&[][..], HeadSlots::as_slice);
-            run_keys.insert(*k, encode(&mut run, &mut old.chain(new.iter().copied())));
+            encode(b.key, &mut old.chain(new.iter().copied()));
         }
         for (k, slots) in head.drain() {
-            run_keys.insert(k, encode(&mut run, &mut slots.as_slice().iter().copied()));
+            encode(k.into(), &mut slots.as_slice().iter().copied());
         }
         run.shrink_to_fit();
         self.run = run;
@@ -329,6 +430,27 @@ mod tests {
         h.push(5);
         h.push(9);
         assert_eq!(h.as_slice(), [3, 5, 9]);
+    }
+
+    #[test]
+    fn keys_of_every_value_are_held_through_seals() {
+        let keys = [0, 1, u64::MAX, u64::MAX - 1, 1 << 63, 0x9E37_79B9_7F4A_7C15];
+        let mut p = Postings::default();
+        for (slot, k) in keys.iter().cycle().take(40).enumerate() {
+            p.prefetch(k);
+            p.push(*k, slot as u32);
+            if slot % 7 == 0 {
+                p.seal();
+            }
+        }
+        p.seal();
+        for (i, k) in keys.iter().enumerate() {
+            let want: Vec<u32> = (i as u32..40).step_by(keys.len()).collect();
+            assert_eq!(p.get(k).iter().collect::<Vec<_>>(), want, "key {k:#x}");
+        }
+        assert!(p.get(&2).is_empty());
+        assert_eq!(p.keys(), keys.len());
+        assert_eq!(p.iter().count(), keys.len());
     }
 
     proptest! {
