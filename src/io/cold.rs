@@ -95,7 +95,7 @@ struct FileCold {
     written: u64,
     pending: Vec<u8>,
     /// The newest written buffers, oldest first, each with its offset: every record lies whole
-    /// in one (a buffer is written after a record is appended, never in the middle of one).
+    /// in one (a buffer is written before a record that would overflow it, never through one).
     kept: VecDeque<(u64, Vec<u8>)>,
     /// Their lengths' sum, at most about `TAIL` once a write is done.
     kept_bytes: usize,
