@@ -6,13 +6,15 @@
 //! A generation that still receives posts is sealed whenever its head grows to a quarter of its
 //! run, so merging costs O(1) amortized per posting (about five rewrites each), and the head,
 //! which costs a vector per key with more than one new slot, stays small. The run's keys are an
-//! open-addressing table whose buckets a query asks for ahead of its lookups (`prefetch`): in a
-//! generation of millions of entries each lookup is a cache miss, and a query's lookups then
-//! overlap instead of following one another.
+//! open-addressing table (`Ranks`, as a sealed generation's gram dictionary) whose buckets a
+//! query asks for ahead of its lookups (`prefetch`): in a generation of millions of entries each
+//! lookup is a cache miss, and a query's lookups then overlap instead of following one another.
 
 use std::hash::{BuildHasher, Hash};
 
 use rustc_hash::{FxBuildHasher, FxHashMap};
+
+use super::ranks::Ranks;
 
 /// Head size below which an insert never triggers a merge (a lookup then costs one map probe
 /// instead of two in small generations).
@@ -28,8 +30,9 @@ pub struct Postings<K> {
     /// whose bit is clear skips the maps. It pays in small generations, where most keys asked
     /// for are absent; in large ones it is full and costs one load.
     filter: Box<[u64; FILTER_WORDS]>,
-    /// Per key: start of its varints in `run`, and how many slots.
-    run_keys: RunKeys,
+    /// Per key: how many slots, and the start of their varints in `run` (as `Ranks` count and
+    /// start).
+    run_keys: Ranks,
     run: Vec<u8>,
     run_len: usize,
     head: FxHashMap<K, HeadSlots>,
@@ -65,7 +68,7 @@ impl<K> Default for Postings<K> {
     fn default() -> Self {
         Postings {
             filter: Box::new([0; FILTER_WORDS]),
-            run_keys: RunKeys::with_capacity(0),
+            run_keys: Ranks::with_capacity(0),
             run: Vec::new(),
             run_len: 0,
             head: FxHashMap::default(),
@@ -190,92 +193,6 @@ fn filter_bit<K: Hash>(key: &K) -> (usize, u64) {
     (b >> 6, 1 << (b & 63))
 }
 
-/// The run's keys: an open-addressing table of (key, start, slots), 16 bytes a bucket and at
-/// most three quarters full, built whole at each seal. A bucket with no slots is vacant (every
-/// key of the run has one at least), so any key, `u64::MAX` too, can be held.
-#[derive(Debug)]
-struct RunKeys {
-    buckets: Box<[RunKey]>,
-    /// log2 of the bucket count.
-    bits: u32,
-    len: usize,
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-struct RunKey {
-    key: u64,
-    start: u32,
-    slots: u32,
-}
-
-impl RunKeys {
-    /// A table that holds `n` keys.
-    fn with_capacity(n: usize) -> RunKeys {
-        let bits = (n + n / 3 + 1).next_power_of_two().trailing_zeros().max(2);
-        RunKeys {
-            buckets: vec![RunKey::default(); 1 << bits].into_boxed_slice(),
-            bits,
-            len: 0,
-        }
-    }
-
-    #[inline]
-    fn home(&self, key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
-    }
-
-    /// Adds `key`, not yet held, with `slots` (at least one) from `start`. Panics past the
-    /// capacity the table was made for.
-    fn insert(&mut self, key: u64, start: u32, slots: u32) {
-        assert!(
-            4 * (self.len + 1) <= 3 * self.buckets.len(),
-            "run keys full"
-        );
-        debug_assert!(slots > 0 && self.get(key).is_none());
-        let mask = self.buckets.len() - 1;
-        let mut i = self.home(key);
-        while self.buckets[i].slots != 0 {
-            i = (i + 1) & mask;
-        }
-        self.buckets[i] = RunKey { key, start, slots };
-        self.len += 1;
-    }
-
-    /// The start and slot count of `key`, if held.
-    #[inline]
-    fn get(&self, key: u64) -> Option<(u32, u32)> {
-        let mask = self.buckets.len() - 1;
-        let mut i = self.home(key);
-        loop {
-            let b = &self.buckets[i];
-            if b.slots == 0 {
-                return None;
-            }
-            if b.key == key {
-                return Some((b.start, b.slots));
-            }
-            i = (i + 1) & mask;
-        }
-    }
-
-    #[inline]
-    fn prefetch(&self, key: u64) {
-        super::prefetch(&self.buckets[self.home(key)]);
-    }
-
-    fn iter(&self) -> impl Iterator<Item = &RunKey> + '_ {
-        self.buckets.iter().filter(|b| b.slots != 0)
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn bytes(&self) -> usize {
-        self.buckets.len() * std::mem::size_of::<RunKey>()
-    }
-}
-
 impl<K: Copy + Eq + Hash + Into<u64> + From<u64>> Postings<K> {
     /// Adds `slot` under `key`. Slots must be added in increasing order.
     #[inline]
@@ -312,7 +229,7 @@ impl<K: Copy + Eq + Hash + Into<u64> + From<u64>> Postings<K> {
             _ => self
                 .run_keys
                 .get((*key).into())
-                .map_or((&[][..], 0), |(s, n)| (&self.run[s as usize..], n)),
+                .map_or((&[][..], 0), |(n, s)| (&self.run[s as usize..], n)),
         };
         let head = match self.head_len {
             0 => &[][..],
@@ -358,8 +275,8 @@ impl<K: Copy + Eq + Hash + Into<u64> + From<u64>> Postings<K> {
     /// Every key with its slots (any order).
     #[inline]
     pub fn iter(&self) -> impl Iterator<Item = (K, List<'_>)> + '_ {
-        let sealed = self.run_keys.iter().map(|b| {
-            let k = K::from(b.key);
+        let sealed = self.run_keys.iter().map(|(key, _, _)| {
+            let k = K::from(key);
             (k, self.get(&k))
         });
         let new = self
@@ -390,21 +307,21 @@ impl<K: Copy + Eq + Hash + Into<u64> + From<u64>> Postings<K> {
         // slots (all smaller) come before its new ones.
         let mut head = std::mem::take(&mut self.head);
         let mut run = Vec::with_capacity(self.run.len() + 2 * self.head_len);
-        let mut run_keys = RunKeys::with_capacity(self.run_keys.len() + head.len());
+        let mut run_keys = Ranks::with_capacity(self.run_keys.len() + head.len());
         let mut encode = |k: u64, slots: &mut dyn Iterator<Item = u32>| {
             let start = run.len() as u32;
             let n = put_gaps(&mut run, slots);
-            run_keys.insert(k, start, n);
+            run_keys.insert(k, n, start);
         };
-        for b in self.run_keys.iter() {
+        for (key, n, start) in self.run_keys.iter() {
             let old = Gaps {
-                bytes: &self.run[b.start as usize..],
-                left: b.slots,
+                bytes: &self.run[start as usize..],
+                left: n,
                 prev: 0,
             };
-            let new = head.remove(&K::from(b.key));
+            let new = head.remove(&K::from(key));
             let new = new.as_ref().map_or(&[][..], HeadSlots::as_slice);
-            encode(b.key, &mut old.chain(new.iter().copied()));
+            encode(key, &mut old.chain(new.iter().copied()));
         }
         for (k, slots) in head.drain() {
             encode(k.into(), &mut slots.as_slice().iter().copied());

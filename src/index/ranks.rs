@@ -1,28 +1,22 @@
 //! A sealed generation's gram dictionary (see `prefix`): per gram, how many of its entries hold
-//! it and where its prefix lists start. Built once, never grown: an open-addressing table of
-//! (gram, count, start), 16 bytes a bucket and at most three quarters full, about what a hash
+//! it and where its prefix lists start; also the run keys of `postings` (per key, how many slots
+//! and where their varints start). Built once, never grown: an open-addressing table of
+//! (key, count, start), 16 bytes a bucket and at most three quarters full, about what a hash
 //! map takes. A query ranks all its grams at once (`rank_all`) with their buckets prefetched
 //! first: in a generation of millions of entries each lookup is a cache miss, and a query of
 //! 30 grams in nine generations makes 270 of them, which now overlap instead of following one
 //! another.
 
-/// No gram: grams (two 21-bit scalar values) never reach it.
-const EMPTY: u64 = u64::MAX;
-
-#[derive(Clone, Copy, Debug)]
+/// A bucket; vacant while its count is 0 (every key held has a count of one at least), so any
+/// key, `u64::MAX` too, can be held.
+#[derive(Clone, Copy, Debug, Default)]
 struct Bucket {
     gram: u64,
     count: u32,
     start: u32,
 }
 
-const VACANT: Bucket = Bucket {
-    gram: EMPTY,
-    count: 0,
-    start: 0,
-};
-
-/// Gram → (entries holding it, start of its lists).
+/// Key → (count, start): a gram's entries and lists, a run key's slots and varints.
 #[derive(Debug)]
 pub struct Ranks {
     buckets: Box<[Bucket]>,
@@ -42,7 +36,7 @@ impl Ranks {
     pub fn with_capacity(n: usize) -> Ranks {
         let bits = (n + n / 3 + 1).next_power_of_two().trailing_zeros().max(2);
         Ranks {
-            buckets: vec![VACANT; 1 << bits].into_boxed_slice(),
+            buckets: vec![Bucket::default(); 1 << bits].into_boxed_slice(),
             bits,
             len: 0,
         }
@@ -53,16 +47,17 @@ impl Ranks {
         (gram.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
     }
 
-    /// Adds `gram`, not yet in the table. Panics past the capacity it was made for.
+    /// Adds `gram`, not yet in the table, with a count of one at least. Panics past the
+    /// capacity it was made for.
     pub fn insert(&mut self, gram: u64, count: u32, start: u32) {
         assert!(
             4 * (self.len + 1) <= 3 * self.buckets.len(),
             "gram table full"
         );
-        debug_assert!(gram != EMPTY && self.get(gram).is_none());
+        debug_assert!(count > 0 && self.get(gram).is_none());
         let mask = self.buckets.len() - 1;
         let mut i = self.home(gram);
-        while self.buckets[i].gram != EMPTY {
+        while self.buckets[i].count != 0 {
             i = (i + 1) & mask;
         }
         self.buckets[i] = Bucket { gram, count, start };
@@ -76,21 +71,27 @@ impl Ranks {
         let mut i = self.home(gram);
         loop {
             let b = &self.buckets[i];
+            if b.count == 0 {
+                return None;
+            }
             if b.gram == gram {
                 return Some((b.count, b.start));
-            }
-            if b.gram == EMPTY {
-                return None;
             }
             i = (i + 1) & mask;
         }
     }
 
-    /// Asks for the home buckets of `grams` ahead of their lookups (`index::prefetch`).
+    /// Asks for the home bucket of `gram` ahead of its lookup (`index::prefetch`).
+    #[inline]
+    pub fn prefetch(&self, gram: u64) {
+        super::prefetch(&self.buckets[self.home(gram)]);
+    }
+
+    /// `prefetch` of each of `grams`.
     #[inline]
     pub fn prefetch_all(&self, grams: &[u64]) {
         for &g in grams {
-            super::prefetch(&self.buckets[self.home(g)]);
+            self.prefetch(g);
         }
     }
 
@@ -107,8 +108,13 @@ impl Ranks {
     pub fn iter(&self) -> impl Iterator<Item = (u64, u32, u32)> + '_ {
         self.buckets
             .iter()
-            .filter(|b| b.gram != EMPTY)
+            .filter(|b| b.count != 0)
             .map(|b| (b.gram, b.count, b.start))
+    }
+
+    /// Number of keys held.
+    pub fn len(&self) -> usize {
+        self.len
     }
 
     /// Bytes held.
@@ -126,12 +132,13 @@ mod tests {
         // The table answers as a hash map holding the same grams does, one at a time and in
         // batches, and keeps at least a quarter of its buckets free.
         #[test]
-        fn answers_as_a_hash_map(grams in proptest::collection::btree_set(0u64..1 << 42, 0..2000), asked in proptest::collection::vec(0u64..1 << 42, 0..50)) {
+        fn answers_as_a_hash_map(grams in proptest::collection::btree_set(prop_oneof![0u64..1 << 42, Just(u64::MAX), Just(0)], 0..2000), asked in proptest::collection::vec(0u64..1 << 42, 0..50)) {
             let mut t = Ranks::with_capacity(grams.len());
             let mut want = std::collections::HashMap::new();
             for (i, &g) in grams.iter().enumerate() {
-                t.insert(g, i as u32, 7 * i as u32);
-                want.insert(g, (i as u32, 7 * i as u32));
+                // Every key held has a count of one at least.
+                t.insert(g, i as u32 + 1, 7 * i as u32);
+                want.insert(g, (i as u32 + 1, 7 * i as u32));
             }
             prop_assert!(4 * grams.len() <= 3 * t.buckets.len());
             let asked: Vec<u64> = asked.into_iter().chain(grams.iter().copied().take(50)).collect();
