@@ -57,9 +57,10 @@ const GLIBC_HUGETLB: &str = "glibc.malloc.hugetlb";
 
 /// Replaces the process with itself (same binary path, arguments, pid and name), with
 /// `glibc.malloc.hugetlb=1` added to `GLIBC_TUNABLES`, when it runs on glibc, the kernel has
-/// transparent huge pages, and `GLIBC_TUNABLES` does not name that tunable already (so it happens once; setting
-/// `GLIBC_TUNABLES=glibc.malloc.hugetlb=0` keeps a process as started). Call it first thing in
-/// `main`, before any thread starts. Returns when it does not replace the process, or cannot.
+/// transparent huge pages, and `GLIBC_TUNABLES` does not name that tunable already (so it
+/// happens once; setting `GLIBC_TUNABLES=glibc.malloc.hugetlb=0` keeps a process as started).
+/// Call it first thing in `main`, before any thread starts. Returns when it does not replace
+/// the process, or cannot.
 pub fn with_malloc_huge_pages() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
