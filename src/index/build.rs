@@ -223,6 +223,7 @@ impl Index {
                 .unwrap_or(self.segments.len());
             self.segments.insert(i, seg);
         }
+        self.reindex_columns();
         let mut scratch = Scratch::default();
         for (gen, packed) in later {
             self.insert_all(gen, packed.entries()?, &mut scratch);

@@ -4,7 +4,7 @@
 
 use super::newest::{Newest, LONG};
 use super::postings::List;
-use super::prefix::PrefixPostings;
+use super::prefix::{PrefixPostings, NO_LISTS};
 use super::{grams, EntryRef, Index, Query, QueryStats, Scratch, Segment};
 
 /// How many records ahead a scan prefetches (`Store::prefetch`).
@@ -66,7 +66,13 @@ impl Index {
         }
         if self.gram_path() && q.sketch.chars.len() >= self.min_gram_chars {
             if let Some(p) = &seg.prefix {
-                p.prefetch_ranks(q.grams);
+                match self.columns.column(seg.gen) {
+                    // The joint table, for every sealed generation at once: asked for ahead
+                    // of the newest one, the first a search reaches.
+                    Some(c) if c + 1 == self.columns.width() => self.columns.prefetch_all(q.grams),
+                    Some(_) => {}
+                    None => p.prefetch_ranks(q.grams),
+                }
             }
             for g in q.grams {
                 seg.grams.prefetch(g);
@@ -206,7 +212,24 @@ impl Index {
         let ex = grams::edit_missing_grams(n, &self.verify);
         scratch.ranked.clear();
         let ranked = &mut scratch.ranked;
-        p.rank_all(q.grams, |g, (count, start)| ranked.push((count, g, start)));
+        match self.columns.column(seg.gen) {
+            Some(c) => {
+                if !scratch.columns_read {
+                    scratch.columns.clear();
+                    self.columns
+                        .rank_all(q.grams, (0, NO_LISTS), &mut scratch.columns);
+                    scratch.columns_read = true;
+                }
+                let at = scratch.columns.iter().skip(c).step_by(self.columns.width());
+                ranked.extend(
+                    q.grams
+                        .iter()
+                        .zip(at)
+                        .map(|(&g, &(n, start))| (n, g, start)),
+                );
+            }
+            None => p.rank_all(q.grams, |g, (count, start)| ranked.push((count, g, start))),
+        }
         let probes = (mx + 1).min(scratch.ranked.len());
         if probes < scratch.ranked.len() {
             scratch.ranked.select_nth_unstable(probes - 1);

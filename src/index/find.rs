@@ -63,6 +63,7 @@ impl Index {
             budget: Budget::new(self.verify.max_verify_cells_per_post),
             best: None,
         };
+        scratch.columns_read = false;
         let mut segs = self.live_segments(q).peekable();
         if let Some(newest) = segs.peek() {
             self.prefetch_candidates(newest, q);

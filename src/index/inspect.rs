@@ -95,7 +95,8 @@ impl Index {
                         .map(|(g, v)| (g, v.len(), v.last().unwrap_or(0))),
                 );
                 if let Some(p) = &s.prefix {
-                    sh.postings.extend(p.iter().map(|(g, l)| {
+                    let dict = self.dictionary_of(s).into_iter();
+                    sh.postings.extend(p.lists_of(dict).map(|(g, l)| {
                         let newest = [l.first, l.edit, l.containing]
                             .iter()
                             .filter_map(|v| v.iter().next())

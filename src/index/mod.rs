@@ -2,11 +2,14 @@
 //! (segments) keyed by event-time bucket; a whole generation expires at once by dropping its
 //! segment, so expiry never scans the index. Each segment has three candidate sources:
 //! an exact map on the normalized-text hash, the SimHash block tables, and a character-bigram
-//! inverted index for short texts. Every candidate goes through `verify`.
+//! inverted index for short texts (the sealed generations' gram dictionaries joined in one
+//! table, `columns`, so that a query looks each gram up once for all of them). Every candidate
+//! goes through `verify`.
 
 mod build;
 mod candidates;
 pub mod cold;
+mod columns;
 pub mod entry;
 mod find;
 pub mod grams;
@@ -30,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use build::Indexer;
 use cold::ColdFactory;
+use columns::{Columns, Source};
 pub use entry::{Entry, EntryView, OrderKey, Visibility};
 pub use find::Found;
 use grams::Gram;
@@ -167,6 +171,10 @@ pub struct Scratch {
     grams: Vec<Gram>,
     /// One posting list, decoded.
     slots: Vec<u32>,
+    /// The query's grams in every column of `Index::columns` (`Columns::rank_all`), once
+    /// `columns_read`: looked up at the first sealed generation a search reaches.
+    columns: Vec<(u32, u32)>,
+    columns_read: bool,
     /// A candidate's cold record, when read from outside memory.
     cold: Vec<u8>,
     /// A candidate's text and tokens, decoded for verification.
@@ -182,6 +190,8 @@ pub struct Index {
     min_gram_chars: usize,
     min_len_ratio: f32,
     segments: VecDeque<Segment>,
+    /// The sealed generations' gram dictionaries in one table (`reindex_columns`).
+    columns: Columns,
     cold: Arc<dyn ColdFactory>,
 }
 
@@ -213,6 +223,7 @@ impl Index {
             min_gram_chars,
             min_len_ratio,
             segments: VecDeque::new(),
+            columns: Columns::default(),
             cold,
         })
     }
@@ -248,6 +259,7 @@ impl Index {
             m.grams += s.grams.approx_bytes();
             m.grams += s.prefix.as_ref().map_or(0, |p| p.approx_bytes());
         }
+        m.grams += self.columns.bytes();
         m
     }
 
@@ -284,6 +296,46 @@ impl Index {
     /// Drops every entry (before a rebuild from a log).
     pub fn clear(&mut self) {
         self.segments.clear();
+        self.columns = Columns::default();
+    }
+
+    /// Rebuilds the sealed generations' joint gram table (`columns`) unless it already holds
+    /// exactly the generations that have a gram dictionary: called whenever one is sealed or
+    /// expires.
+    fn reindex_columns(&mut self) {
+        let sealed = self.segments.iter().filter(|s| s.prefix.is_some());
+        if sealed.map(|s| s.gen).eq(self.columns.gens()) {
+            return;
+        }
+        let old = std::mem::take(&mut self.columns);
+        // The new generations' dictionaries move into the table; the others are its columns.
+        let sources: Vec<(i64, Source<'_>)> = self
+            .segments
+            .iter_mut()
+            .filter_map(|s| {
+                let p = s.prefix.as_mut()?;
+                let source = match old.column(s.gen) {
+                    Some(c) => Source::Column(&old, c),
+                    None => {
+                        let dict = p.take_dictionary();
+                        debug_assert!(dict.is_some(), "generation {} lost its dictionary", s.gen);
+                        Source::Dict(dict.unwrap_or_default())
+                    }
+                };
+                Some((s.gen, source))
+            })
+            .collect();
+        self.columns = Columns::build(&sources);
+    }
+
+    /// The gram dictionary of a sealed generation, (gram, count, start) triples in no
+    /// particular order, wherever it is kept.
+    fn dictionary_of(&self, seg: &Segment) -> Vec<(Gram, u32, u32)> {
+        match (self.columns.column(seg.gen), &seg.prefix) {
+            (Some(c), _) => self.columns.column_entries(c).collect(),
+            (None, Some(p)) => p.iter_dictionary().collect(),
+            (None, None) => Vec::new(),
+        }
     }
 
     /// Drops every generation older than `min_gen`; returns how many entries went with them.
@@ -293,6 +345,9 @@ impl Index {
             if let Some(s) = self.segments.pop_front() {
                 dropped += s.store.len();
             }
+        }
+        if dropped > 0 {
+            self.reindex_columns();
         }
         dropped
     }
@@ -310,6 +365,7 @@ impl Index {
         if let Some(seg) = self.segments.iter_mut().find(|s| s.gen == gen) {
             seg.seal(&self.layout, &self.verify);
         }
+        self.reindex_columns();
     }
 
     /// Adds an entry to generation `gen` (created on demand) and indexes it.
@@ -339,6 +395,7 @@ impl Index {
                 if let Some(prev) = self.segments.back_mut() {
                     prev.compact(&self.layout, &self.verify);
                 }
+                self.reindex_columns();
                 let cold = self.cold.create(gen);
                 self.segments
                     .push_back(Segment::new(gen, self.layout.tables(), cold));

@@ -37,14 +37,15 @@ use super::ranks::Ranks;
 use crate::verify::VerifyConfig;
 
 /// `start` of a gram that is in no entry's prefix.
-const NO_LISTS: u32 = u32::MAX;
+pub(super) const NO_LISTS: u32 = u32::MAX;
 
 /// Prefix-filtered postings (see the module documentation).
 #[derive(Debug, Default)]
 pub struct PrefixPostings {
     /// Per gram of the generation: how many entries hold it (its place in the order), and where
-    /// its lists start in `run` (`NO_LISTS` if none).
-    keys: Ranks,
+    /// its lists start in `run` (`NO_LISTS` if none). Moved into the index's joint table of the
+    /// sealed generations' dictionaries once the generation is in it (`columns`).
+    keys: Option<Ranks>,
     /// Per gram with lists: varints of the `first` list's length and bytes, the `edit` list's
     /// length and bytes, the `containing` list's length; then the three lists as varint gaps.
     run: Vec<u8>,
@@ -116,7 +117,7 @@ impl PrefixPostings {
         }
         run.shrink_to_fit();
         PrefixPostings {
-            keys,
+            keys: Some(keys),
             run,
             postings,
         }
@@ -144,20 +145,33 @@ impl PrefixPostings {
     /// How many entries hold `g` (0 if none), and where its lists are (for `lists`).
     #[inline]
     pub fn rank_of(&self, g: &Gram) -> (u32, u32) {
-        self.keys.get(*g).unwrap_or((0, NO_LISTS))
+        self.keys
+            .as_ref()
+            .and_then(|k| k.get(*g))
+            .unwrap_or((0, NO_LISTS))
+    }
+
+    /// The gram dictionary `rank_of` reads, moved out (into `columns`); `None` once it was.
+    /// The lists stay.
+    pub(super) fn take_dictionary(&mut self) -> Option<Ranks> {
+        self.keys.take()
     }
 
     /// `f(gram, rank_of(gram))` for each of `grams`, their lookups overlapping (`Ranks::get_all`).
     #[inline]
     pub fn rank_all(&self, grams: &[Gram], mut f: impl FnMut(Gram, (u32, u32))) {
-        self.keys
-            .get_all(grams, |g, r| f(g, r.unwrap_or((0, NO_LISTS))));
+        match &self.keys {
+            Some(k) => k.get_all(grams, |g, r| f(g, r.unwrap_or((0, NO_LISTS)))),
+            None => grams.iter().for_each(|&g| f(g, (0, NO_LISTS))),
+        }
     }
 
     /// Asks for the dictionary entries `rank_all(grams, ..)` reads ahead of it.
     #[inline]
     pub fn prefetch_ranks(&self, grams: &[Gram]) {
-        self.keys.prefetch_all(grams);
+        if let Some(k) = &self.keys {
+            k.prefetch_all(grams);
+        }
     }
 
     /// Asks the CPU to load the start of the lists at `start` ahead of `lists` (a hint).
@@ -191,11 +205,24 @@ impl PrefixPostings {
         }
     }
 
-    /// Every gram in some entry's prefix, with its lists (any order).
+    /// Every gram in some entry's prefix, with its lists (any order), while the dictionary is
+    /// here (see `lists_of` for one moved out).
     pub fn iter(&self) -> impl Iterator<Item = (Gram, Lists<'_>)> + '_ {
-        self.keys
-            .iter()
-            .filter(|&(_, _, start)| start != NO_LISTS)
+        self.lists_of(self.iter_dictionary())
+    }
+
+    /// The dictionary's (gram, count, start) triples while it is here (any order).
+    pub fn iter_dictionary(&self) -> impl Iterator<Item = (Gram, u32, u32)> + '_ {
+        self.keys.iter().flat_map(Ranks::iter)
+    }
+
+    /// The grams of `dict`, this generation's (gram, count, start) triples wherever they are
+    /// kept, that are in some entry's prefix, with their lists.
+    pub fn lists_of<'a>(
+        &'a self,
+        dict: impl Iterator<Item = (Gram, u32, u32)> + 'a,
+    ) -> impl Iterator<Item = (Gram, Lists<'a>)> + 'a {
+        dict.filter(|&(_, _, start)| start != NO_LISTS)
             .map(|(g, _, start)| (g, self.lists(start)))
     }
 
@@ -206,7 +233,7 @@ impl PrefixPostings {
 
     /// Approximate bytes held.
     pub fn approx_bytes(&self) -> usize {
-        self.run.capacity() + self.keys.bytes()
+        self.run.capacity() + self.keys.as_ref().map_or(0, Ranks::bytes)
     }
 }
 
@@ -332,7 +359,7 @@ impl PrefixBuilder {
         let postings = flat.len();
         self.clear();
         PrefixPostings {
-            keys,
+            keys: Some(keys),
             run,
             postings,
         }
@@ -481,8 +508,7 @@ mod tests {
     /// Every gram's count and lists, sorted, for comparing two builds.
     fn contents(p: &PrefixPostings) -> Vec<(Gram, u32, [Vec<u32>; 3])> {
         let mut v: Vec<_> = p
-            .keys
-            .iter()
+            .iter_dictionary()
             .map(|(g, count, start)| {
                 let l = p.lists(start);
                 let lists = [l.first, l.edit, l.containing].map(|x| x.iter().collect());

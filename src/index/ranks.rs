@@ -1,11 +1,11 @@
-//! A sealed generation's gram dictionary (see `prefix`): per gram, how many of its entries hold
-//! it and where its prefix lists start; also the run keys of `postings` (per key, how many slots
-//! and where their varints start). Built once, never grown: an open-addressing table of
-//! (key, count, start), 16 bytes a bucket and at most three quarters full, about what a hash
-//! map takes. A query ranks all its grams at once (`rank_all`) with their buckets prefetched
-//! first: in a generation of millions of entries each lookup is a cache miss, and a query of
-//! 30 grams in nine generations makes 270 of them, which now overlap instead of following one
-//! another.
+//! A sealed generation's gram dictionary as it is built (see `prefix`; the index then moves it
+//! into its joint table of all sealed generations' dictionaries, `columns`): per gram, how many
+//! of its entries hold it and where its prefix lists start; also the run keys of `postings`
+//! (per key, how many slots and where their varints start). Built once, never grown: an
+//! open-addressing table of (key, count, start), 16 bytes a bucket and at most three quarters
+//! full, about what a hash map takes. A query looks all its keys up at once (`get_all`) with
+//! their buckets prefetched first: in a generation of millions of entries each lookup is a
+//! cache miss, and those misses then overlap instead of following one another.
 
 /// A bucket; vacant while its count is 0 (every key held has a count of one at least), so any
 /// key, `u64::MAX` too, can be held.

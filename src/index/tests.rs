@@ -117,6 +117,16 @@ proptest! {
                 let v = VerifyConfig::default();
                 let layout = idx.layout.clone();
                 idx.segments.iter_mut().for_each(|s| s.seal(&layout, &v));
+                // The sealed generations' gram dictionaries in one table, as sealing in
+                // `insert` leaves them: the search ranks their grams there.
+                idx.reindex_columns();
+                let sealed: Vec<i64> = idx
+                    .segments
+                    .iter()
+                    .filter(|s| s.prefix.is_some())
+                    .map(|s| s.gen)
+                    .collect();
+                prop_assert!(idx.columns.gens().eq(sealed));
             }
         }
     }
