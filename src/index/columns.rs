@@ -10,7 +10,7 @@
 //! as the dictionaries did, so the candidates and verdicts are the same.
 
 use super::grams::Gram;
-use super::ranks::Ranks;
+use super::ranks::{self, Ranks};
 
 /// A vacant bucket's gram: no bigram has it (a bigram is two 21-bit characters).
 const VACANT: Gram = u64::MAX;
@@ -72,7 +72,7 @@ impl Columns {
         all.dedup();
         let n = all.len();
         drop(all);
-        let bits = (n + n / 3 + 1).next_power_of_two().trailing_zeros().max(2);
+        let bits = ranks::bits_for(n);
         let stride = 2 + 2 * dicts.len();
         let mut t = Columns {
             gens: dicts.iter().map(|&(g, _)| g).collect(),
@@ -126,7 +126,7 @@ impl Columns {
 
     #[inline]
     fn home(&self, gram: Gram) -> usize {
-        (gram.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+        ranks::home(gram, self.bits)
     }
 
     #[inline]

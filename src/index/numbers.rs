@@ -63,7 +63,7 @@ impl Numbers {
 
     #[inline]
     fn home(&self, key: u64) -> usize {
-        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+        super::ranks::home(key, self.bits)
     }
 
     /// Calls `f(key, number, fresh)` for each key of `keys` in order: its number, and whether

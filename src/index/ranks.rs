@@ -7,6 +7,19 @@
 //! their buckets prefetched first: in a generation of millions of entries each lookup is a
 //! cache miss, and those misses then overlap instead of following one another.
 
+/// The home bucket of `key` in an open-addressing table of `2^bits` buckets (a multiplicative
+/// hash: its top bits).
+#[inline]
+pub(super) fn home(key: u64, bits: u32) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - bits)) as usize
+}
+
+/// log2 of the bucket count of an open-addressing table that holds `n` keys at most three
+/// quarters full (four buckets at least).
+pub(super) fn bits_for(n: usize) -> u32 {
+    (n + n / 3 + 1).next_power_of_two().trailing_zeros().max(2)
+}
+
 /// A bucket; vacant while its count is 0 (every key held has a count of one at least), so any
 /// key, `u64::MAX` too, can be held.
 #[derive(Clone, Copy, Debug, Default)]
@@ -34,7 +47,7 @@ impl Default for Ranks {
 impl Ranks {
     /// A table that holds `n` grams.
     pub fn with_capacity(n: usize) -> Ranks {
-        let bits = (n + n / 3 + 1).next_power_of_two().trailing_zeros().max(2);
+        let bits = bits_for(n);
         Ranks {
             buckets: vec![Bucket::default(); 1 << bits].into_boxed_slice(),
             bits,
@@ -44,7 +57,7 @@ impl Ranks {
 
     #[inline]
     fn home(&self, gram: u64) -> usize {
-        (gram.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - self.bits)) as usize
+        home(gram, self.bits)
     }
 
     /// Adds `gram`, not yet in the table, with a count of one at least. Panics past the
