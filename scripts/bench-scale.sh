@@ -17,7 +17,9 @@
 # --max-secs S (wall budget of the background; default 900), --seed N, --dev-span-hours H
 # (event-time span the dev stream is re-timed into, shortened in proportion when the background
 # stops short of the target; default 3), --dev-gap-cap-secs S (gaps between dev posts are capped
-# at S before the linear squeeze; default 60), --no-restart, --in-memory (keep entries' ids, texts
+# at S before the linear squeeze; default 60), --no-restart, --keep-state (keep the sled state
+# the restart read in OUT/state, to time restarts of it again with `simdedup dedup --config ...
+# --state-dir OUT/state --input EMPTY.jsonl`), --in-memory (keep entries' ids, texts
 # and tokens in memory, as `state.spill_texts = false`; by default they go to spill files under the
 # output directory, as `simdedup dedup --state-dir` does). A configuration file and variables
 # apply to the engine, and to the dev stream alone, as they do to `simdedup`

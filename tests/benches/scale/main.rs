@@ -57,6 +57,9 @@ pub struct Args {
     pub dev_gap_cap_secs: i64,
     /// Skip the sled restart measurement.
     pub no_restart: bool,
+    /// Keep the sled state the restart read (`OUT/state`), so that restarts of it can be timed
+    /// again, for example with `simdedup dedup --state-dir OUT/state`.
+    pub keep_state: bool,
     /// Keep entries' ids, texts and tokens in memory (`state.spill_texts = false`) instead of
     /// spill files under the output directory.
     pub in_memory: bool,
@@ -91,6 +94,7 @@ impl Args {
             dev_span_secs: 3 * 3600,
             dev_gap_cap_secs: 60,
             no_restart: false,
+            keep_state: false,
             in_memory: false,
             config: Vec::new(),
         };
@@ -115,6 +119,7 @@ impl Args {
                 }
                 "--dev-gap-cap-secs" => a.dev_gap_cap_secs = val().parse().expect("seconds"),
                 "--no-restart" => a.no_restart = true,
+                "--keep-state" => a.keep_state = true,
                 "--in-memory" => a.in_memory = true,
                 "--config" => a.config.push(val().into()),
                 other => panic!("unknown flag {other}"),
@@ -207,7 +212,11 @@ fn main() {
             load_secs + restore_secs
         );
         summary["restart"] = serde_json::to_value(&r).expect("json");
-        let _ = std::fs::remove_dir_all(&dir);
+        if args.keep_state {
+            eprintln!("sled state kept in {}", dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&dir);
+        }
     }
     summary["peak_rss_bytes"] = report::peak_rss_bytes().into();
     let text = serde_json::to_string_pretty(&summary).expect("json");
