@@ -108,19 +108,21 @@ impl<'a> Indexer<'a> {
             tokens,
             grams,
             lens,
+            texts,
         } = scratch;
         let mut seg = Segment::new(gen, self.layout.tables(), cold.create(gen));
         seg.reserve(packed.len());
         // A generation that failed to decode may have left slots behind.
         prefix.clear();
         lens.clear();
+        texts.clear();
         for v in packed.views() {
             let v = v?;
             chars.clear();
             chars.extend(v.text.chars());
             tokens.clear();
             tokens.extend(v.tokens());
-            seg.push_view(&v, chars, tokens);
+            texts.push(seg.push_view(&v, chars, tokens));
             if self.gram_indexed(chars.len()) {
                 grams::distinct_bigrams(chars, grams);
             } else {
@@ -129,6 +131,7 @@ impl<'a> Indexer<'a> {
             prefix.add(grams);
             lens.push(chars.len() as u32);
         }
+        seg.list_texts(texts);
         seg.sealed_tables =
             seg.build_tables(self.layout, |s| self.tabled(seg.store.meta(s).tokens()));
         let prefix = prefix.finish(|slot| lens[slot as usize], self.verify);
@@ -147,6 +150,8 @@ struct BuildScratch {
     tokens: Vec<u32>,
     grams: Vec<Gram>,
     lens: Vec<u32>,
+    /// Each entry's key in the exact-text table, with its slot.
+    texts: Vec<(u32, u32)>,
 }
 
 impl Index {

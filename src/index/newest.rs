@@ -56,12 +56,21 @@ impl<'a> Newest<'a> {
     }
 }
 
-/// Appends ascending `slots` newest first, each entry's length taken from `chars(slot)`.
-pub fn put_newest_first(out: &mut Vec<u8>, slots: &[u32], chars: impl Fn(u32) -> u32) {
+/// The length byte of an entry of `chars` characters.
+#[inline]
+pub fn length_byte(chars: u32) -> u8 {
+    chars.min(u32::from(LONG)) as u8
+}
+
+/// Appends ascending `slots` newest first, each with its entry's length byte, `bytes[i]` that
+/// of `slots[i]` (`length_byte`): the builders have them beside the slots, so that encoding a
+/// list reads no entry's length at a random place.
+pub fn put_newest_first(out: &mut Vec<u8>, slots: &[u32], bytes: &[u8]) {
+    debug_assert_eq!(slots.len(), bytes.len());
     let mut prev = None;
-    for &slot in slots.iter().rev() {
+    for (&slot, &b) in slots.iter().zip(bytes).rev() {
         put_varint(out, prev.map_or(slot, |p: u32| p - slot));
-        out.push(chars(slot).min(u32::from(LONG)) as u8);
+        out.push(b);
         prev = Some(slot);
     }
 }
@@ -80,8 +89,9 @@ mod tests {
         fn a_list_reads_back_newest_first(set in proptest::collection::btree_set(any::<u32>(), 0..300), take in 0usize..300) {
             let slots: Vec<u32> = set.into_iter().collect();
             let chars = |s: u32| s % 600;
+            let sizes: Vec<u8> = slots.iter().map(|&s| length_byte(chars(s))).collect();
             let mut bytes = Vec::new();
-            put_newest_first(&mut bytes, &slots, chars);
+            put_newest_first(&mut bytes, &slots, &sizes);
             let list = Newest::new(&bytes, slots.len() as u32);
             let newest: Vec<(u32, u8)> = slots.iter().rev().map(|&s| (s, chars(s).min(255) as u8)).collect();
             prop_assert_eq!(list.iter_sized().collect::<Vec<_>>(), newest.clone());

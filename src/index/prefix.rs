@@ -30,7 +30,7 @@
 //! (a restart), a generation gets the same order and the same lists.
 
 use super::grams::{edit_missing_grams, max_missing_grams, Gram};
-use super::newest::{put_newest_first, Newest};
+use super::newest::{length_byte, put_newest_first, Newest};
 use super::numbers::Numbers;
 use super::postings::{put_varint, take_varint, Postings};
 use super::ranks::Ranks;
@@ -86,16 +86,20 @@ impl PrefixPostings {
     ) -> PrefixPostings {
         let mut order: Vec<(u32, Gram)> = all.iter().map(|(g, l)| (l.len() as u32, g)).collect();
         order.sort_unstable();
+        // Each entry's limits and length byte, read once in slot order.
         let limits: Vec<(u16, u16)> = (0..slots as u32).map(|s| limits(chars(s), cfg)).collect();
+        let sizes: Vec<u8> = (0..slots as u32).map(|s| length_byte(chars(s))).collect();
         let mut rank = vec![0u16; slots];
         let mut keys = Ranks::with_capacity(order.len());
         let mut run = Vec::new();
         let mut postings = 0;
         let mut bufs: [Vec<u8>; 3] = Default::default();
         let mut classed: [Vec<u32>; 3] = Default::default();
+        let mut classed_sizes: [Vec<u8>; 3] = Default::default();
         for (count, g) in order {
             let list = all.get(&g);
             classed.iter_mut().for_each(Vec::clear);
+            classed_sizes.iter_mut().for_each(Vec::clear);
             for slot in list.iter() {
                 let Some(r) = rank.get_mut(slot as usize) else {
                     continue;
@@ -104,11 +108,12 @@ impl PrefixPostings {
                 *r = j.saturating_add(1);
                 if let Some(class) = class(j, limits[slot as usize]) {
                     classed[class].push(slot);
+                    classed_sizes[class].push(sizes[slot as usize]);
                 }
             }
-            for (buf, slots) in bufs.iter_mut().zip(&classed) {
+            for ((buf, slots), sizes) in bufs.iter_mut().zip(&classed).zip(&classed_sizes) {
                 buf.clear();
-                put_newest_first(buf, slots, &chars);
+                put_newest_first(buf, slots, sizes);
             }
             let lens = classed.each_ref().map(|c| c.len() as u32);
             let start = put_lists(&mut run, lens, &bufs);
@@ -254,15 +259,17 @@ pub struct PrefixBuilder {
     ends: Vec<usize>,
     /// Per gram number: how many entries hold it.
     counts: Vec<u32>,
-    /// The gram numbers in the order, and each number's place in it.
-    order: Vec<u32>,
+    /// The grams in the order, each with its count and number (sorted as they are: the count
+    /// and the gram decide, gathering neither during the sort), and each number's place in it.
+    order: Vec<(u32, Gram, u32)>,
     place: Vec<u32>,
     /// Per slot: how many of its grams are in its prefix.
     kept: Vec<u16>,
     /// Per place in the order: the gram's postings in each list.
     per_class: Vec<[u32; 3]>,
-    /// Every kept posting's slot, list by list.
+    /// Every kept posting's slot, list by list, and its entry's length byte.
     flat: Vec<u32>,
+    flat_sizes: Vec<u8>,
 }
 
 impl PrefixBuilder {
@@ -292,22 +299,31 @@ impl PrefixBuilder {
             kept,
             per_class,
             flat,
+            flat_sizes,
         } = self;
         numbers.counts(counts);
         // The order: rarest first, ties by value.
         order.clear();
-        order.extend(0..grams.len() as u32);
-        order.sort_unstable_by_key(|&id| (counts[id as usize], grams[id as usize]));
+        order.extend(
+            (counts.iter().zip(grams.iter()).enumerate()).map(|(id, (&c, &g))| (c, g, id as u32)),
+        );
+        order.sort_unstable();
         place.clear();
         place.resize(order.len(), 0);
-        for (p, &id) in order.iter().enumerate() {
+        for (p, &(_, _, id)) in order.iter().enumerate() {
             place[id as usize] = p as u32;
         }
         // Each slot's prefix, in place at the front of its part of `seq`, as place in the order
         // and class (low two bits); `kept[s]` how many.
+        // The gathers and increments below land at random places of arrays of a few megabytes:
+        // each pass asks for the next slot's places while it works on one.
         per_class.resize(order.len(), [0; 3]);
         let mut begin = 0;
         for (s, &end) in ends.iter().enumerate() {
+            let after = ends.get(s + 1).copied().unwrap_or(end);
+            for &id in &seq[end..after] {
+                super::prefetch(&place[id as usize]);
+            }
             let part = &mut seq[begin..end];
             part.iter_mut().for_each(|id| *id = place[*id as usize]);
             let lim = limits(chars(s as u32), cfg);
@@ -333,11 +349,20 @@ impl PrefixBuilder {
             next += n;
         }
         flat.resize(next as usize, 0);
+        flat_sizes.resize(next as usize, 0);
         let mut begin = 0;
+        let at = |v: u32| (v >> 2) as usize * 3 + (v & 3) as usize;
         for (s, (&end, &k)) in ends.iter().zip(kept.iter()).enumerate() {
+            if let Some(&next) = kept.get(s + 1) {
+                for &v in &seq[end..end + usize::from(next)] {
+                    super::prefetch(&pos[at(v)]);
+                }
+            }
+            let size = length_byte(chars(s as u32));
             for &v in &seq[begin..begin + usize::from(k)] {
-                let p = &mut pos[(v >> 2) as usize * 3 + (v & 3) as usize];
+                let p = &mut pos[at(v)];
                 flat[*p as usize] = s as u32;
+                flat_sizes[*p as usize] = size;
                 *p += 1;
             }
             begin = end;
@@ -346,14 +371,19 @@ impl PrefixBuilder {
         let mut run = Vec::with_capacity(2 * flat.len());
         let mut bufs: [Vec<u8>; 3] = Default::default();
         let mut begin = 0;
-        for (n, &id) in per_class.iter().zip(order.iter()) {
+        // The dictionary's inserts are a cache miss each: their buckets are asked for ahead.
+        const AHEAD: usize = 8;
+        for (i, (n, &(count, gram, _))) in per_class.iter().zip(order.iter()).enumerate() {
+            if let Some(&(_, ahead, _)) = order.get(i + AHEAD) {
+                keys.prefetch(ahead);
+            }
             for c in 0..3 {
                 bufs[c].clear();
-                put_newest_first(&mut bufs[c], &flat[begin..begin + n[c] as usize], &chars);
+                let range = begin..begin + n[c] as usize;
+                put_newest_first(&mut bufs[c], &flat[range.clone()], &flat_sizes[range]);
                 begin += n[c] as usize;
             }
-            let id = id as usize;
-            keys.insert(grams[id], counts[id], put_lists(&mut run, *n, &bufs));
+            keys.insert(gram, count, put_lists(&mut run, *n, &bufs));
         }
         run.shrink_to_fit();
         let postings = flat.len();
@@ -374,6 +404,7 @@ impl PrefixBuilder {
         self.kept.clear();
         self.per_class.clear();
         self.flat.clear();
+        self.flat_sizes.clear();
     }
 }
 

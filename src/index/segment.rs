@@ -62,17 +62,22 @@ impl Segment {
         slot
     }
 
-    /// `push` of a stored entry (`Store::push_view`).
+    /// Stores a stored entry (`Store::push_view`); returns its slot and its key in the
+    /// exact-text table, where `list_texts` enters it (the batch of a whole generation at once).
     pub(super) fn push_view(
         &mut self,
         v: &super::entry::EntryView<'_>,
         chars: &[char],
         tokens: &[u32],
-    ) -> u32 {
+    ) -> (u32, u32) {
         let slot = self.store.push_view(v, chars, tokens);
         let h = xxhash_rust::xxh3::xxh3_64(v.text.as_bytes());
-        self.texts.insert(short_hash(h), slot);
-        slot
+        (short_hash(h), slot)
+    }
+
+    /// Enters `(key, slot)` pairs from `push_view` in the exact-text table, in order.
+    pub(super) fn list_texts(&mut self, keyed: &[(u32, u32)]) {
+        self.texts.insert_all(keyed);
     }
 
     /// Makes room for `additional` more entries in the exact-text table.

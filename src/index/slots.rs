@@ -30,6 +30,23 @@ impl SlotTable {
         self.len += 1;
     }
 
+    /// `insert` of each `(hash, slot)` of `items` in order, each bucket asked for a few items
+    /// ahead: a large table's inserts are a cache miss each, and this way they overlap (a restart
+    /// builds whole generations' tables). After `reserve` of them, the same table as inserting
+    /// them one by one.
+    pub fn insert_all(&mut self, items: &[(u32, u32)]) {
+        const AHEAD: usize = 8;
+        self.reserve(items.len());
+        for (i, &(hash, slot)) in items.iter().enumerate() {
+            if let Some(&(h, _)) = items.get(i + AHEAD) {
+                self.prefetch(h);
+            }
+            debug_assert!(slot != u32::MAX);
+            place(&mut self.buckets, u64::from(hash) << 32 | u64::from(slot));
+            self.len += 1;
+        }
+    }
+
     /// Makes room for `additional` more slots, so that adding them never grows the table.
     pub fn reserve(&mut self, additional: usize) {
         while (self.len + additional) * 4 > self.buckets.len() * 3 {
@@ -100,8 +117,14 @@ mod tests {
                 t.reserve(hashes.len());
             }
             let spread = |h: u64| (h.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 29) as u32;
-            for (slot, h) in hashes.iter().enumerate() {
-                t.insert(spread(*h), slot as u32);
+            let items: Vec<(u32, u32)> = hashes.iter().enumerate().map(|(slot, h)| (spread(*h), slot as u32)).collect();
+            if hashes.len() % 3 == 0 {
+                // Half one by one, half at once.
+                let (a, b) = items.split_at(items.len() / 2);
+                a.iter().for_each(|&(h, s)| t.insert(h, s));
+                t.insert_all(b);
+            } else {
+                items.iter().for_each(|&(h, s)| t.insert(h, s));
             }
             for h in 0..45u64 {
                 let mut got: Vec<u32> = t.find(spread(h)).collect();
