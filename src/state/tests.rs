@@ -276,3 +276,28 @@ fn large_chunks_are_stored_in_pieces_and_read_back_in_order() {
         .keys()
         .all(|k| key_generation(&k.unwrap()) == 2));
 }
+
+// A store opened afresh after a full read keeps its entries and checkpoint, and takes commits.
+#[test]
+fn a_reopened_store_keeps_its_entries_and_takes_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
+    let cp = |next_seq| Checkpoint {
+        next_seq,
+        watermarks: [(0, 10)].into(),
+        ..Checkpoint::default()
+    };
+    store
+        .commit(&[(0, entry("x", 1)), (0, entry("y", 2))], &cp(3), None)
+        .unwrap();
+    let read = store.rebuild(None, 3, |gens| {
+        assert_eq!(gens.map(|(_, p)| p.len()).sum::<usize>(), 2);
+        Ok(())
+    });
+    assert_eq!(read.unwrap().entries, 2);
+    let store = store.reopened(&id("a"), 1 << 20).unwrap();
+    assert_eq!(store.checkpoint().unwrap(), Some(cp(3)));
+    store.commit(&[(0, entry("z", 3))], &cp(4), None).unwrap();
+    let loaded = store.load(None, 4).unwrap();
+    assert_eq!(loaded.entries, 3);
+}

@@ -169,14 +169,12 @@ pub fn run(
     };
     let mut engine =
         Engine::with_cold(&cfg.engine, cold).map_err(|e| PipelineError::Config(e.to_string()))?;
-    let store = match &job.state_dir {
-        Some(dir) => {
-            let id = Identity {
-                analysis_id: &job.analysis_id,
-                generation_secs: cfg.engine.window.generation_secs,
-            };
-            Some(Store::open(dir, &id, cfg.state.cache_capacity_bytes)?)
-        }
+    let id = Identity {
+        analysis_id: &job.analysis_id,
+        generation_secs: cfg.engine.window.generation_secs,
+    };
+    let mut store = match &job.state_dir {
+        Some(dir) => Some(Store::open(dir, &id, cfg.state.cache_capacity_bytes)?),
         None => None,
     };
     let cp = match &store {
@@ -217,6 +215,11 @@ pub fn run(
         let loaded = s.rebuild(min_gen, cp.next_seq, |gens| {
             engine.restore(cp.watermarks.clone(), gens, crate::state::restore_threads())
         })?;
+        // What sled kept of the read goes (`Store::reopened`).
+        store = match store.take() {
+            Some(s) => Some(s.reopened(&id, cfg.state.cache_capacity_bytes)?),
+            None => None,
+        };
         summary.restored_entries = loaded.entries;
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(
