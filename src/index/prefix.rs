@@ -314,9 +314,8 @@ impl PrefixBuilder {
             place[id as usize] = p as u32;
         }
         // Each slot's prefix, in place at the front of its part of `seq`, as place in the order
-        // and class (low two bits); `kept[s]` how many.
-        // The gathers and increments below land at random places of arrays of a few megabytes:
-        // each pass asks for the next slot's places while it works on one.
+        // and class (low two bits); `kept[s]` how many. The gathers here and the scatter below
+        // land at random places of arrays of megabytes: each asks for the next slot's ahead.
         per_class.resize(order.len(), [0; 3]);
         let mut begin = 0;
         for (s, &end) in ends.iter().enumerate() {

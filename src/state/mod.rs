@@ -242,18 +242,7 @@ impl Store {
     pub fn reopened(self, id: &Identity<'_>, cache_bytes: u64) -> Result<Store, StateError> {
         let path = self.path.clone();
         drop(self);
-        // sled lets go of its file lock when its last background reference goes, a moment
-        // after the `Db` is dropped.
-        let mut tries = 0;
-        let store = loop {
-            match Store::open(&path, id, cache_bytes) {
-                Err(StateError::Locked { .. }) if tries < 500 => {
-                    tries += 1;
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                r => break r?,
-            }
-        };
+        let store = after_drop(|| Store::open(&path, id, cache_bytes))?;
         release_freed_memory();
         Ok(store)
     }
@@ -531,4 +520,18 @@ fn release_freed_memory() {
     unsafe {
         libc::malloc_trim(0);
     }
+}
+
+/// sled lets go of its file lock when its last background reference goes, a moment after the
+/// `Db` is dropped: reopening in the same process retries while the lock is still held.
+fn after_drop<T>(mut open: impl FnMut() -> Result<T, StateError>) -> Result<T, StateError> {
+    for _ in 0..300 {
+        match open() {
+            Err(StateError::Locked { .. }) => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            r => return r,
+        }
+    }
+    open()
 }

@@ -13,20 +13,6 @@ fn id(a: &str) -> Identity<'_> {
     }
 }
 
-/// sled lets go of its file lock when its last background reference goes, a moment after the
-/// `Db` is dropped: reopening in the same process retries while the lock is still held.
-fn after_drop<T>(mut open: impl FnMut() -> Result<T, StateError>) -> Result<T, StateError> {
-    for _ in 0..300 {
-        match open() {
-            Err(StateError::Locked { .. }) => {
-                std::thread::sleep(std::time::Duration::from_millis(10))
-            }
-            r => return r,
-        }
-    }
-    open()
-}
-
 fn entry(id: &str, seq: u64) -> Entry {
     let text = format!("文本{id}");
     Entry {

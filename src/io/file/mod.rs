@@ -216,10 +216,10 @@ pub fn run(
             engine.restore(cp.watermarks.clone(), gens, crate::state::restore_threads())
         })?;
         // What sled kept of the read goes (`Store::reopened`).
-        store = match store.take() {
-            Some(s) => Some(s.reopened(&id, cfg.state.cache_capacity_bytes)?),
-            None => None,
-        };
+        store = store
+            .take()
+            .map(|s| s.reopened(&id, cfg.state.cache_capacity_bytes))
+            .transpose()?;
         summary.restored_entries = loaded.entries;
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(
