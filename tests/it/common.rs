@@ -107,6 +107,32 @@ pub fn write_stream(path: &Path, rounds: usize) {
     }
 }
 
+/// A temporary directory for a test that is kept, and named on stderr, if the test fails: the
+/// workers' logs in it are what explains a failure seen only on a CI machine.
+pub struct KeptOnFailure(tempfile::TempDir);
+
+pub fn kept_on_failure() -> KeptOnFailure {
+    KeptOnFailure(tempfile::tempdir().unwrap())
+}
+
+impl KeptOnFailure {
+    pub fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for KeptOnFailure {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.disable_cleanup(true);
+            eprintln!(
+                "test failed: its files are kept in {}",
+                self.0.path().display()
+            );
+        }
+    }
+}
+
 /// Waits until `log` (a child's stderr file) has a line containing `needle`; returns that line.
 pub fn wait_for_log(log: &Path, needle: &str, limit: std::time::Duration) -> String {
     let deadline = std::time::Instant::now() + limit;

@@ -8,7 +8,8 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::{
-    bin, data, family_sum, http_get, metrics_address, run_ok, sample, sample_posts, Outs,
+    bin, data, family_sum, http_get, kept_on_failure, metrics_address, run_ok, sample,
+    sample_posts, Outs,
 };
 
 mod topics;
@@ -109,7 +110,7 @@ fn assert_same(live: &BTreeMap<String, Vec<String>>, file: &BTreeMap<String, Str
 
 #[test]
 fn role_all_matches_the_file_pipeline_across_a_restart_and_replays_identically() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = kept_on_failure();
     let input = stream(dir.path(), 60);
     let n = 60 * sample_posts().len();
     let file = file_verdicts(dir.path(), &input);
@@ -254,7 +255,7 @@ fn chunks(input: &Path, k: usize) -> Vec<std::path::PathBuf> {
 /// member's partitions to the next member that joins, not to the survivors.
 #[test]
 fn dedup_workers_join_leave_and_die_mid_stream_without_changing_a_verdict() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = kept_on_failure();
     let input = stream(dir.path(), 100);
     let n = 100 * sample_posts().len();
     let parts = chunks(&input, 5);
@@ -315,7 +316,7 @@ fn topic_lines(t: &Topics, topic: &str) -> f64 {
 
 #[test]
 fn metrics_scraped_during_a_run_add_up_to_the_output_topics() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = kept_on_failure();
     // The generated stream plus the sample, whose last lines are broken (rejected by reason).
     let input = stream(dir.path(), 10);
     let mut text = std::fs::read(&input).unwrap();
@@ -419,7 +420,7 @@ fn own_broker(dir: &Path) -> (String, std::path::PathBuf) {
 
 #[test]
 fn a_worker_whose_broker_died_still_exits_within_its_shutdown_deadline() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = kept_on_failure();
     let (addr, pid_file) = own_broker(dir.path());
     let t = Topics::new();
     let log = dir.path().join("all.log");
