@@ -554,9 +554,18 @@ impl Engine {
     /// Copies a matched representative into the post's (newer) generation, so a cluster that
     /// keeps receiving duplicates stays in the window.
     /// The copy keeps the representative's own event time (reported as `matched_created_at`).
+    ///
+    /// Only a copy this post sees (or made, in a rerun) spares it another: a copy made by a post
+    /// ordered after it, decided first by another worker, does not. The copies every post sees
+    /// then depend on the posts it sees, not on the order workers decided them in (a dedup worker
+    /// may decide ahead of an idle partition); otherwise the later copy hides the cluster from
+    /// the posts ordered between the two, and a rerun of one of them can name another cluster.
     fn refresh(&mut self, r: EntryRef, key: OrderKey, gen: i64) {
         let Some(old) = self.index.get(r) else { return };
-        if self.index.has_copy(gen, &old.id, old.text_hash) {
+        if self
+            .index
+            .has_copy_seen(gen, &old.id, old.text_hash, &key, &self.visibility)
+        {
             return;
         }
         let copy = Entry { key, ..old };

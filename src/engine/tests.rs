@@ -250,3 +250,69 @@ fn one_analyzer_gives_each_text_what_a_fresh_one_does_repeats_included() {
         assert_eq!(a.text_hash, fresh.text_hash);
     }
 }
+
+/// The cluster a duplicate names when it matches two: generation 1 holds a copy of each,
+/// made by the first post of the generation that matched it (`Engine::refresh`).
+fn cluster_of(v: &Verdict) -> &str {
+    match v {
+        Verdict::Duplicate(d) => &d.cluster.0,
+        other => panic!("expected a duplicate, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_copy_made_by_a_later_post_does_not_change_what_earlier_posts_copy_or_a_rerun_finds() {
+    // Two clusters of generation 0; in generation 1, `a` (partition 1) matches the first, `b`
+    // (partition 1) the second, and `p` (partition 3, after both in the global order) both,
+    // the second better. A dedup worker can decide `p` before partition 1's posts when that
+    // partition looked idle; the copy `p` made must not keep `b` from making its own, or a
+    // rerun of `p` would find only the first cluster's copy in generation 1.
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let s16 = post(
+        &tok,
+        "#周末读书# 最近在读一本讲城市规划历史的书，推荐给大家 第0轮",
+    );
+    let s17 = post(
+        &tok,
+        "最近在读一本讲城市规划历史的书，推荐给大家 #周末读书#",
+    );
+    let a16 = post(
+        &tok,
+        "#周末读书# 最近在读一本讲城市规划历史的书，推荐给大家 第47轮",
+    );
+    let p18 = post(
+        &tok,
+        "#周末读书# 最近在读一本讲城市规划历史的书，推荐给大家看看",
+    );
+    let seed = |e: &mut Engine| {
+        assert!(matches!(
+            e.decide(at(1, 1), &id("r16"), Some(EventTime(10)), &s16),
+            Verdict::Unique { .. }
+        ));
+        assert!(matches!(
+            e.decide(at(1, 2), &id("r17"), Some(EventTime(11)), &s17),
+            Verdict::Unique { .. }
+        ));
+    };
+    let (a, b, p) = (
+        |e: &mut Engine| e.decide(at(1, 3), &id("a"), Some(EventTime(110)), &a16),
+        |e: &mut Engine| e.decide(at(1, 4), &id("b"), Some(EventTime(111)), &s17),
+        |e: &mut Engine| e.decide(at(3, 1), &id("p"), Some(EventTime(112)), &p18),
+    );
+    let mut in_order = Engine::new(&cfg()).unwrap();
+    seed(&mut in_order);
+    assert_eq!(cluster_of(&a(&mut in_order)), "r16");
+    assert_eq!(cluster_of(&b(&mut in_order)), "r17");
+    let want = p(&mut in_order);
+    assert_eq!(cluster_of(&want), "r17");
+
+    let mut ahead = Engine::new(&cfg()).unwrap();
+    seed(&mut ahead);
+    assert_eq!(p(&mut ahead), want, "generation 0 holds both clusters");
+    assert_eq!(cluster_of(&a(&mut ahead)), "r16");
+    assert_eq!(cluster_of(&b(&mut ahead)), "r17");
+    assert_eq!(p(&mut ahead), want, "a rerun repeats the verdict");
+    // A post after all of them finds both copies of generation 1, as in order.
+    let after = |e: &mut Engine| e.decide(at(3, 2), &id("q"), Some(EventTime(113)), &p18);
+    assert_eq!(after(&mut ahead), after(&mut in_order));
+}

@@ -289,6 +289,23 @@ impl Index {
             .is_some_and(|s| s.any_text(text_hash, |c| c.id == id.0))
     }
 
+    /// Whether generation `gen` holds a copy of representative `id` (with this text) that a post
+    /// with key `by` sees, or made itself (a rerun).
+    pub fn has_copy_seen(
+        &self,
+        gen: i64,
+        id: &PostId,
+        text_hash: u64,
+        by: &OrderKey,
+        v: &Visibility,
+    ) -> bool {
+        self.segment(gen).is_some_and(|s| {
+            s.any_text(text_hash, |c| {
+                c.id == id.0 && (c.key == *by || by.sees(&c.key, v))
+            })
+        })
+    }
+
     fn segment(&self, gen: i64) -> Option<&Segment> {
         self.segments.iter().find(|s| s.gen == gen)
     }
