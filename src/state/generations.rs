@@ -1,10 +1,37 @@
 //! Reading the stored entries back, generation by generation (a restart, `inspect`).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::keys::key_generation;
-use super::{guarded, DecodeError, StateError, Store};
+use super::{after_drop, guarded, DecodeError, Identity, StateError, Store};
 use crate::index::Packed;
+
+/// How a restart's read (`Store::rebuild`) lets go of what sled keeps. sled keeps in memory
+/// every page a full read pages in, whatever its cache capacity (spacejam/sled#1036): 3.5 GB
+/// after reading the 20M window's 4.4 GB. Opened afresh after every `every_bytes` read, the
+/// store holds no more than about that much, the reads that follow reuse the
+/// memory it let go instead of new memory the system must provide, and once the read is done
+/// the store is opened afresh a last time and the freed memory handed back.
+#[derive(Clone, Copy, Debug)]
+pub struct Reopen<'a> {
+    /// What the store is opened with.
+    pub id: Identity<'a>,
+    /// sled's cache capacity.
+    pub cache_bytes: u64,
+    /// Stored bytes read between two openings, at least.
+    pub every_bytes: usize,
+}
+
+/// The stored bytes a restart reads between two openings of its store (`Reopen`).
+pub const REOPEN_EVERY_BYTES: usize = 256 << 20;
+
+/// The store a read goes through: borrowed, or owned and opened afresh as it goes.
+enum Held<'a> {
+    Borrowed(&'a Store),
+    /// `None` only once opening it afresh failed (the read then ends with that error).
+    Owned(Option<Store>, Reopen<'a>),
+}
 
 /// What a rebuild read.
 pub struct Loaded {
@@ -16,6 +43,8 @@ pub struct Loaded {
     pub discarded: usize,
     /// Entries of generations below the live window, skipped (a read-write load deletes them).
     pub expired: usize,
+    /// Times the store was opened afresh during the read (`Reopen`).
+    pub reopens: usize,
 }
 
 /// Live generations read one at a time, oldest first, each with its entries in insertion
@@ -23,13 +52,18 @@ pub struct Loaded {
 /// encoded (`Packed`), in the buffers sled read whenever a chunk is kept whole; the index
 /// decodes them on its build threads.
 pub struct Generations<'a> {
-    store: &'a Store,
-    iter: std::iter::Peekable<sled::Iter>,
+    store: Held<'a>,
+    path: PathBuf,
+    /// `None` only while the store is opened afresh.
+    iter: Option<std::iter::Peekable<sled::Iter>>,
     min_gen: Option<i64>,
     next_seq: u64,
     /// Entries read, uncommitted ones discarded, expired ones skipped.
     counts: [usize; 3],
     uncommitted_keys: Vec<sled::IVec>,
+    /// Stored bytes read since the store was opened.
+    read_bytes: usize,
+    reopens: usize,
 }
 
 impl Generations<'_> {
@@ -40,81 +74,140 @@ impl Generations<'_> {
             entries: self.counts[0],
             discarded: self.counts[1],
             expired: self.counts[2],
+            reopens: self.reopens,
         }
     }
 
     /// Deletes the uncommitted entries met; returns the counts.
     pub fn finish(self) -> Result<Loaded, StateError> {
-        let (store, loaded) = (self.store, self.counts());
+        self.finish_held().map(|(_, loaded)| loaded)
+    }
+
+    /// `finish`, giving back an owned store.
+    fn finish_held(self) -> Result<(Option<Store>, Loaded), StateError> {
+        let loaded = self.counts();
+        let (store, owned) = match self.store {
+            Held::Borrowed(s) => (Some(s), None),
+            Held::Owned(s, _) => (None, s),
+        };
+        let Some(store) = store.or(owned.as_ref()) else {
+            return Err(StateError::Damaged {
+                path: self.path,
+                detail: "it could not be opened again during the read".into(),
+            });
+        };
         guarded(&store.path, || {
             for k in self.uncommitted_keys {
                 store.entries.remove(k)?;
             }
-            Ok(loaded)
-        })
+            Ok(())
+        })?;
+        Ok((owned, loaded))
     }
 
     fn next_generation(&mut self) -> Result<Option<(i64, Packed)>, StateError> {
-        while let Some(kv) = self.iter.next() {
+        let mut current: Option<(i64, Packed)> = None;
+        loop {
+            self.reopen_if_due()?;
+            let Some(iter) = self.iter.as_mut() else {
+                break;
+            };
+            // A generation's chunks are contiguous in key order: it ends where another begins.
+            let next_gen = match iter.peek() {
+                None => break,
+                Some(Ok((k, _))) => Some(key_generation(k)),
+                Some(Err(_)) => None,
+            };
+            if let (Some((gen, _)), Some(next)) = (&current, next_gen) {
+                if *gen != next {
+                    match current.take() {
+                        Some(done) if !done.1.is_empty() => return Ok(Some(done)),
+                        _ => continue,
+                    }
+                }
+            }
+            let Some(kv) = iter.next() else {
+                break;
+            };
             let (k, v) = kv?;
             let gen = key_generation(&k);
-            let mut entries = Packed::default();
-            self.sort_out(gen, k, v, &mut entries)?;
-            // A generation's chunks are contiguous in key order.
-            while let Some(Ok((k, _))) = self.iter.peek() {
-                if key_generation(k) != gen {
-                    break;
-                }
-                let Some(Ok((k, v))) = self.iter.next() else {
-                    break;
-                };
-                self.sort_out(gen, k, v, &mut entries)?;
-            }
-            if !entries.is_empty() {
-                return Ok(Some((gen, entries)));
-            }
+            let (_, entries) = current.get_or_insert_with(|| (gen, Packed::default()));
+            self.read_bytes += v.len();
+            sort_out(
+                (self.min_gen, self.next_seq),
+                (&mut self.counts, &mut self.uncommitted_keys),
+                gen,
+                k,
+                v,
+                entries,
+            )?;
         }
-        Ok(None)
+        Ok(current.filter(|(_, entries)| !entries.is_empty()))
     }
 
-    /// Sorts the records of `chunk` out, skimming each (the builders decode them): committed
-    /// ones of live generations go to `out`, without a copy when they are all of the chunk.
-    fn sort_out(
-        &mut self,
-        gen: i64,
-        key: sled::IVec,
-        chunk: sled::IVec,
-        out: &mut Packed,
-    ) -> Result<(), StateError> {
-        let expired = self.min_gen.is_some_and(|m| gen < m);
-        let mut uncommitted = false;
-        let (next_seq, counts) = (self.next_seq, &mut self.counts);
-        out.push_piece(Arc::new(chunk), |k| {
-            if k.seq >= next_seq {
-                uncommitted = true;
-                counts[1] += 1;
-            } else if expired {
-                counts[2] += 1;
-            } else {
-                counts[0] += 1;
-                return true;
-            }
-            false
-        })
-        .map_err(StateError::corrupt_entry)?;
-        if uncommitted {
-            self.uncommitted_keys.push(key);
+    /// Opens an owned store afresh once `Reopen::every_bytes` were read through it, and reads
+    /// on from the next key.
+    fn reopen_if_due(&mut self) -> Result<(), StateError> {
+        let Held::Owned(store, reopen) = &mut self.store else {
+            return Ok(());
+        };
+        if self.read_bytes < reopen.every_bytes {
+            return Ok(());
         }
+        let next = match self.iter.as_mut().and_then(|i| i.peek()) {
+            Some(Ok((k, _))) => k.clone(),
+            // Nothing left, or an error the next read reports.
+            _ => return Ok(()),
+        };
+        self.iter = None;
+        drop(store.take());
+        let fresh = after_drop(|| Store::open(&self.path, &reopen.id, reopen.cache_bytes))?;
+        self.iter = Some(fresh.entries.range(next..).peekable());
+        *store = Some(fresh);
+        self.read_bytes = 0;
+        self.reopens += 1;
         Ok(())
     }
+}
+
+/// Sorts the records of `chunk` out, skimming each (the builders decode them): committed ones
+/// of live generations (`min_gen`) go to `out`, without a copy when they are all of the chunk;
+/// the keys of chunks holding uncommitted ones (`seq >= next_seq`) are noted.
+fn sort_out(
+    (min_gen, next_seq): (Option<i64>, u64),
+    (counts, uncommitted_keys): (&mut [usize; 3], &mut Vec<sled::IVec>),
+    gen: i64,
+    key: sled::IVec,
+    chunk: sled::IVec,
+    out: &mut Packed,
+) -> Result<(), StateError> {
+    let expired = min_gen.is_some_and(|m| gen < m);
+    let mut uncommitted = false;
+    out.push_piece(Arc::new(chunk), |k| {
+        if k.seq >= next_seq {
+            uncommitted = true;
+            counts[1] += 1;
+        } else if expired {
+            counts[2] += 1;
+        } else {
+            counts[0] += 1;
+            return true;
+        }
+        false
+    })
+    .map_err(StateError::corrupt_entry)?;
+    if uncommitted {
+        uncommitted_keys.push(key);
+    }
+    Ok(())
 }
 
 impl Iterator for Generations<'_> {
     type Item = Result<(i64, Packed), StateError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let store = self.store;
-        guarded(&store.path, || self.next_generation()).transpose()
+        let path = self.path.clone();
+        guarded(&path, || self.next_generation()).transpose()
     }
 }
 
@@ -154,16 +247,32 @@ impl Store {
         guarded(&self.path, || self.generations_unguarded(min_gen, next_seq))
     }
 
-    /// A restart: hands `build` the live generations as `generations` reads them (it builds
-    /// each while the next is read) and returns the counts. A read that fails stops the
+    /// A restart: hands `build` the live generations as they are read (it builds each while
+    /// the next is read), opening the store afresh as `reopen` says, and returns the store opened
+    /// afresh once more and the counts. Generations below `min_gen` are deleted first, and the
+    /// uncommitted entries met (`seq >= next_seq`) after. A read that fails stops the
     /// generations `build` gets and is returned; so is a record `build` could not decode.
     pub fn rebuild(
-        &self,
+        self,
+        reopen: Reopen<'_>,
         min_gen: Option<i64>,
         next_seq: u64,
         build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
-    ) -> Result<Loaded, StateError> {
-        let mut gens = self.generations(min_gen, next_seq)?;
+    ) -> Result<(Store, Loaded), StateError> {
+        if let Some(m) = min_gen {
+            guarded(&self.path, || self.remove_generations_below(m))?;
+        }
+        let mut gens = Generations {
+            path: self.path.clone(),
+            iter: Some(self.entries.iter().peekable()),
+            store: Held::Owned(Some(self), reopen),
+            min_gen: None,
+            next_seq,
+            counts: [0; 3],
+            uncommitted_keys: Vec::new(),
+            read_bytes: 0,
+            reopens: 0,
+        };
         let mut failed = None;
         let built = build(
             &mut gens
@@ -174,7 +283,14 @@ impl Store {
             return Err(e);
         }
         built.map_err(StateError::corrupt_entry)?;
-        gens.finish()
+        let path = gens.path.clone();
+        match gens.finish_held()? {
+            (Some(store), loaded) => Ok((store.reopened(&reopen.id, reopen.cache_bytes)?, loaded)),
+            (None, _) => Err(StateError::Damaged {
+                path,
+                detail: "its read lost the store".into(),
+            }),
+        }
     }
 
     fn generations_unguarded(
@@ -190,12 +306,15 @@ impl Store {
 
     fn reader(&self, min_gen: Option<i64>, next_seq: u64) -> Generations<'_> {
         Generations {
-            store: self,
-            iter: self.entries.iter().peekable(),
+            store: Held::Borrowed(self),
+            path: self.path.clone(),
+            iter: Some(self.entries.iter().peekable()),
             min_gen,
             next_seq,
             counts: [0; 3],
             uncommitted_keys: Vec::new(),
+            read_bytes: 0,
+            reopens: 0,
         }
     }
 }

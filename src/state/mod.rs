@@ -15,7 +15,7 @@ mod generations;
 mod keys;
 
 pub use config::StateConfig;
-pub use generations::{Generations, Loaded};
+pub use generations::{Generations, Loaded, Reopen, REOPEN_EVERY_BYTES};
 
 use crate::index::entry::DecodeError;
 use crate::index::Entry;

@@ -276,14 +276,78 @@ fn a_reopened_store_keeps_its_entries_and_takes_commits() {
     store
         .commit(&[(0, entry("x", 1)), (0, entry("y", 2))], &cp(3), None)
         .unwrap();
-    let read = store.rebuild(None, 3, |gens| {
-        assert_eq!(gens.map(|(_, p)| p.len()).sum::<usize>(), 2);
-        Ok(())
-    });
-    assert_eq!(read.unwrap().entries, 2);
-    let store = store.reopened(&id("a"), 1 << 20).unwrap();
+    let reopen = Reopen {
+        id: id("a"),
+        cache_bytes: 1 << 20,
+        every_bytes: REOPEN_EVERY_BYTES,
+    };
+    let (store, read) = store
+        .rebuild(reopen, None, 3, |gens| {
+            assert_eq!(gens.map(|(_, p)| p.len()).sum::<usize>(), 2);
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(read.entries, 2);
     assert_eq!(store.checkpoint().unwrap(), Some(cp(3)));
     store.commit(&[(0, entry("z", 3))], &cp(4), None).unwrap();
     let loaded = store.load(None, 4).unwrap();
     assert_eq!(loaded.entries, 3);
+}
+
+// A restart's read that opens the store afresh after every chunk it reads reads what a
+// plain read does, deletes what a plain load deletes, and gives back a store that works.
+#[test]
+fn a_rebuild_opening_its_store_afresh_as_it_reads_reads_what_a_plain_read_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
+    let batch = |seqs: std::ops::Range<u64>| -> Vec<(i64, Entry)> {
+        seqs.map(|i| (i64::try_from(i % 4).unwrap(), entry(&format!("p{i}"), i)))
+            .collect()
+    };
+    // Generation 0 expired; generations 1-3 in two checkpoints, one large enough for pieces;
+    // then a batch whose checkpoint was never written.
+    store
+        .commit(&batch(0..100), &checkpoint(100), None)
+        .unwrap();
+    store
+        .commit(&batch(100..6000), &checkpoint(6000), None)
+        .unwrap();
+    store
+        .commit(&batch(6000..6100), &checkpoint(6200), None)
+        .unwrap();
+    let seqs = |(gen, p): (i64, crate::index::Packed)| -> (i64, Vec<u64>) {
+        (gen, p.views().map(|e| e.unwrap().key.seq).collect())
+    };
+    let want: Vec<(i64, Vec<u64>)> = store
+        .read(Some(1), 6000)
+        .unwrap()
+        .generations
+        .into_iter()
+        .map(seqs)
+        .collect();
+    assert_eq!(want.iter().map(|g| g.0).collect::<Vec<_>>(), [1, 2, 3]);
+    let reopen = Reopen {
+        id: id("a"),
+        cache_bytes: 1 << 20,
+        every_bytes: 1,
+    };
+    let mut got = Vec::new();
+    let (store, loaded) = store
+        .rebuild(reopen, Some(1), 6000, |gens| {
+            got.extend(gens.map(seqs));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(got, want);
+    assert_eq!((loaded.entries, loaded.discarded), (4500, 75));
+    assert!(loaded.reopens > 3, "{} reopens", loaded.reopens);
+    let again = store.load(None, 6000).unwrap();
+    assert_eq!(
+        (again.entries, again.discarded, again.expired),
+        (4500, 0, 0)
+    );
+    store
+        .commit(&batch(6000..6004), &checkpoint(6004), None)
+        .unwrap();
+    assert_eq!(store.load(None, 6004).unwrap().entries, 4504);
 }

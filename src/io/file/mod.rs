@@ -12,7 +12,9 @@ use crate::engine::Engine;
 use crate::io::config::StageConfig;
 use crate::io::process::{Emitted, Processor, Sink};
 use crate::metrics;
-use crate::state::{Checkpoint, Identity, RunRecord, StateError, Store};
+use crate::state::{
+    Checkpoint, Identity, Reopen, RunRecord, StateError, Store, REOPEN_EVERY_BYTES,
+};
 use crate::text::tokenize::Tokenizer;
 use crate::types::RejectReason;
 
@@ -202,7 +204,7 @@ pub fn run(
     }
     let resume = resumable(job, &cp);
     let mut summary = Summary::default();
-    if let Some(s) = &store {
+    if let Some(s) = store.take() {
         let t = Instant::now();
         let marks = if cp.window_marks.is_empty() {
             &cp.watermarks
@@ -212,19 +214,21 @@ pub fn run(
         let min_gen = crate::engine::min_live_generation(engine.window(), marks);
         // Generations are read one at a time and built in parallel while the next is read.
         engine.restore_window_marks(marks);
-        let loaded = s.rebuild(min_gen, cp.next_seq, |gens| {
+        let reopen = Reopen {
+            id,
+            cache_bytes: cfg.state.cache_capacity_bytes,
+            every_bytes: REOPEN_EVERY_BYTES,
+        };
+        let (s, loaded) = s.rebuild(reopen, min_gen, cp.next_seq, |gens| {
             engine.restore(cp.watermarks.clone(), gens, crate::state::restore_threads())
         })?;
-        // What sled kept of the read goes (`Store::reopened`).
-        store = store
-            .take()
-            .map(|s| s.reopened(&id, cfg.state.cache_capacity_bytes))
-            .transpose()?;
+        store = Some(s);
         summary.restored_entries = loaded.entries;
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(
             entries = summary.restored_entries,
             discarded = loaded.discarded,
+            store_reopens = loaded.reopens,
             secs = summary.restore_secs,
             "state restored"
         );

@@ -14,7 +14,7 @@ use super::super::gate::Progress;
 use super::super::KafkaError;
 use crate::engine::Engine;
 use crate::index::{Entry, OrderKey};
-use crate::state::{Checkpoint, Identity, StateError, Store};
+use crate::state::{Checkpoint, Identity, Reopen, StateError, Store, REOPEN_EVERY_BYTES};
 
 /// Entries recorded since the last checkpoint that force the next one.
 const CHECKPOINT_ENTRIES: usize = 50_000;
@@ -30,6 +30,10 @@ pub(super) struct Restored {
 /// The state dir of a dedup worker.
 pub(super) struct LocalState {
     store: Store,
+    /// What the store was opened with (`Store::reopened` after a restore).
+    analysis_id: String,
+    generation_secs: i64,
+    cache_bytes: u64,
     /// Entries recorded since the last checkpoint, as (generation, entry).
     pending: Vec<(i64, Entry)>,
     /// This worker's own entries not read back from the changelog yet.
@@ -85,6 +89,9 @@ impl LocalState {
         let changelog_offset = restored.as_ref().map_or(0, |r| r.changelog_offset);
         let local = LocalState {
             store,
+            analysis_id: analysis_id.to_string(),
+            generation_secs,
+            cache_bytes,
             pending: Vec::new(),
             unconfirmed: Unconfirmed::default(),
             changelog_offset,
@@ -95,22 +102,33 @@ impl LocalState {
         Ok((local, restored))
     }
 
-    /// Rebuilds `engine`'s index from the stored entries (after `open` found a checkpoint).
-    pub(super) fn restore(&self, engine: &mut Engine) -> Result<(), KafkaError> {
+    /// Rebuilds `engine`'s index from the stored entries (after `open` found a checkpoint),
+    /// opening the store afresh as it reads (`Reopen`).
+    pub(super) fn restore(mut self, engine: &mut Engine) -> Result<LocalState, KafkaError> {
         let t = Instant::now();
-        let loaded = self
+        let reopen = Reopen {
+            id: Identity {
+                analysis_id: &self.analysis_id,
+                generation_secs: self.generation_secs,
+            },
+            cache_bytes: self.cache_bytes,
+            every_bytes: REOPEN_EVERY_BYTES,
+        };
+        let (store, loaded) = self
             .store
-            .rebuild(None, u64::MAX, |gens| {
+            .rebuild(reopen, None, u64::MAX, |gens| {
                 engine.restore(Default::default(), gens, crate::state::restore_threads())
             })
             .map_err(state_err)?;
+        self.store = store;
         tracing::info!(
             entries = loaded.entries,
+            store_reopens = loaded.reopens,
             changelog_offset = self.changelog_offset,
             secs = t.elapsed().as_secs_f64(),
             "local state restored"
         );
-        Ok(())
+        Ok(self)
     }
 
     /// Notes entries this worker decided: recorded once the changelog brings them back

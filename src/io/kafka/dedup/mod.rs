@@ -197,9 +197,10 @@ pub fn run(
     // The reader fetches the changelog's tail while the index is rebuilt from local state.
     let t = Instant::now();
     changelog::assign(&c.reader, &k.changelog_topic, from)?;
-    if let Some(l) = local.as_ref().filter(|_| checkpointed) {
-        l.restore(&mut engine)?;
-    }
+    let local = match local {
+        Some(l) if checkpointed => Some(l.restore(&mut engine)?),
+        l => l,
+    };
     let mut w = Worker {
         k,
         cfg,
