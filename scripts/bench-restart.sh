@@ -6,8 +6,9 @@
 # state); it is then started again on the same state dir RUNS times (default 3), and each time
 # one new post, newer than everything decided, is produced at launch. Prints the index entries
 # the state holds, per restart the time from launch to the new post's output record (its Kafka
-# timestamp) and the phases the worker's log names (state opened and restored, changelog tail
-# read, partitions assigned to the dedup stage, routed partitions resumed idle), and the median.
+# timestamp), the worker's RSS once it has decided it, and the phases the worker's log names
+# (state opened and restored, changelog tail read, partitions assigned to the dedup stage,
+# routed partitions resumed idle), and the median.
 #   scripts/bench-restart.sh [POSTS]
 # Every worker is stopped 3 s after its last verdict, idle (past `kafka.idle_after_ms`).
 # SIMDEDUP_RESTART_REUSE=DIR restarts on the state of an earlier run's work dir (kept with
@@ -132,6 +133,7 @@ for b in "${!binaries[@]}"; do
     sleep 0.1
   done
   [ "$(decided "$log")" -ge 1 ] || { echo "restart $r: no verdict after 60 s; log ends:" >&2; tail -n 20 "$log" >&2; exit 1; }
+  rss=$(awk '$1 == "VmRSS:" {printf "%d", $2 / 1024}' "/proc/$pid/status")
   sleep 3
   stop
   restored=$(grep -o 'local state restored entries=[0-9]*' "$log" | head -n 1 | cut -d= -f2)
@@ -163,7 +165,7 @@ if any("resuming" in l for l in open(log, encoding="utf-8", errors="replace")):
 print(", ".join(out))
 PY
 )
-  echo "restart $r (${binaries[$b]}): new post decided $secs s after launch ($phases)"
+  echo "restart $r (${binaries[$b]}): new post decided $secs s after launch, RSS then $rss MB ($phases)"
   results+=("$b $secs")
  done
 done
