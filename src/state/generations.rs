@@ -10,9 +10,9 @@ use crate::index::Packed;
 /// How a restart's read (`Store::rebuild`) lets go of what sled keeps. sled keeps in memory
 /// every page a full read pages in, whatever its cache capacity (spacejam/sled#1036): 3.5 GB
 /// after reading the 20M window's 4.4 GB. Opened afresh after every `every_bytes` read, the
-/// store holds no more than about that much, the reads that follow reuse the
-/// memory it let go instead of new memory the system must provide, and once the read is done
-/// the store is opened afresh a last time and the freed memory handed back.
+/// store holds no more than about that much; the reads that follow reuse the memory it let go
+/// instead of new memory the system must provide; once the read is done the store is opened
+/// afresh a last time and the freed memory handed back.
 #[derive(Clone, Copy, Debug)]
 pub struct Reopen<'a> {
     /// What the store is opened with.
