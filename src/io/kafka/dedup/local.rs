@@ -30,7 +30,7 @@ pub(super) struct Restored {
 /// The state dir of a dedup worker.
 pub(super) struct LocalState {
     store: Store,
-    /// What the store was opened with (`Store::reopened` after a restore).
+    /// What the store was opened with, to open it afresh during a restore (`Reopen`).
     analysis_id: String,
     generation_secs: i64,
     cache_bytes: u64,
