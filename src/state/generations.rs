@@ -4,33 +4,23 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::keys::key_generation;
-use super::{after_drop, guarded, DecodeError, Identity, StateError, Store};
+use super::{guarded, DecodeError, StateError, Store};
 use crate::index::Packed;
 
-/// How a restart's read (`Store::rebuild`) lets go of what sled keeps. sled keeps in memory
-/// every page a full read pages in, whatever its cache capacity (spacejam/sled#1036): 3.5 GB
-/// after reading the 20M window's 4.4 GB. Opened afresh after every `every_bytes` read, the
-/// store holds no more than about that much; the reads that follow reuse the memory it let go
-/// instead of new memory the system must provide; once the read is done the store is opened
-/// afresh a last time and the freed memory handed back.
-#[derive(Clone, Copy, Debug)]
-pub struct Reopen<'a> {
-    /// What the store is opened with.
-    pub id: Identity<'a>,
-    /// sled's cache capacity.
-    pub cache_bytes: u64,
-    /// Stored bytes read between two openings, at least.
-    pub every_bytes: usize,
-}
+/// The stored bytes a restart reads between two openings of its store (`Store::rebuild`). sled
+/// keeps in memory every page a full read pages in, whatever its cache capacity
+/// (spacejam/sled#1036): 3.5 GB after reading the 20M window's 4.4 GB. Opened afresh after every
+/// this many bytes read, the store holds no more than about that much; the reads that follow
+/// reuse the memory it let go instead of new memory the system must provide; once the read is
+/// done the store is opened afresh a last time and the freed memory handed back.
+const REOPEN_EVERY_BYTES: usize = 256 << 20;
 
-/// The stored bytes a restart reads between two openings of its store (`Reopen`).
-pub const REOPEN_EVERY_BYTES: usize = 256 << 20;
-
-/// The store a read goes through: borrowed, or owned and opened afresh as it goes.
+/// The store a read goes through: borrowed, or owned and opened afresh after every so many
+/// bytes read.
 enum Held<'a> {
     Borrowed(&'a Store),
     /// `None` only once opening it afresh failed (the read then ends with that error).
-    Owned(Option<Store>, Reopen<'a>),
+    Owned(Option<Store>, usize),
 }
 
 /// What a rebuild read.
@@ -43,7 +33,7 @@ pub struct Loaded {
     pub discarded: usize,
     /// Entries of generations below the live window, skipped (a read-write load deletes them).
     pub expired: usize,
-    /// Times the store was opened afresh during the read (`Reopen`).
+    /// Times the store was opened afresh during the read (`Store::rebuild`).
     pub reopens: usize,
 }
 
@@ -145,13 +135,13 @@ impl Generations<'_> {
         Ok(current.filter(|(_, entries)| !entries.is_empty()))
     }
 
-    /// Opens an owned store afresh once `Reopen::every_bytes` were read through it, and reads
-    /// on from the next key.
+    /// Opens an owned store afresh once its share of bytes were read through it, and reads on
+    /// from the next key.
     fn reopen_if_due(&mut self) -> Result<(), StateError> {
-        let Held::Owned(store, reopen) = &mut self.store else {
+        let Held::Owned(store, every_bytes) = &mut self.store else {
             return Ok(());
         };
-        if self.read_bytes < reopen.every_bytes {
+        if self.read_bytes < *every_bytes {
             return Ok(());
         }
         let next = match self.iter.as_mut().and_then(|i| i.peek()) {
@@ -160,8 +150,9 @@ impl Generations<'_> {
             _ => return Ok(()),
         };
         self.iter = None;
-        drop(store.take());
-        let fresh = after_drop(|| Store::open(&self.path, &reopen.id, reopen.cache_bytes))?;
+        let Some(fresh) = store.take().map(Store::opened_afresh).transpose()? else {
+            return Ok(());
+        };
         self.iter = Some(fresh.entries.range(next..).peekable());
         *store = Some(fresh);
         self.read_bytes = 0;
@@ -248,13 +239,24 @@ impl Store {
     }
 
     /// A restart: hands `build` the live generations as they are read (it builds each while
-    /// the next is read), opening the store afresh as `reopen` says, and returns the store opened
-    /// afresh once more and the counts. Generations below `min_gen` are deleted first, and the
-    /// uncommitted entries met (`seq >= next_seq`) after. A read that fails stops the
-    /// generations `build` gets and is returned; so is a record `build` could not decode.
+    /// the next is read), opening the store afresh after every `REOPEN_EVERY_BYTES` read, and
+    /// returns the store opened afresh once more and the counts. Generations below `min_gen` are
+    /// deleted first, and the uncommitted entries met (`seq >= next_seq`) after. A read that
+    /// fails stops the generations `build` gets and is returned; so is a record `build` could
+    /// not decode.
     pub fn rebuild(
         self,
-        reopen: Reopen<'_>,
+        min_gen: Option<i64>,
+        next_seq: u64,
+        build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
+    ) -> Result<(Store, Loaded), StateError> {
+        self.rebuild_reopening_every(REOPEN_EVERY_BYTES, min_gen, next_seq, build)
+    }
+
+    /// `rebuild`, opening the store afresh after every `every_bytes` read.
+    pub(super) fn rebuild_reopening_every(
+        self,
+        every_bytes: usize,
         min_gen: Option<i64>,
         next_seq: u64,
         build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
@@ -265,7 +267,7 @@ impl Store {
         let mut gens = Generations {
             path: self.path.clone(),
             iter: Some(self.entries.iter().peekable()),
-            store: Held::Owned(Some(self), reopen),
+            store: Held::Owned(Some(self), every_bytes),
             min_gen: None,
             next_seq,
             counts: [0; 3],
@@ -285,7 +287,7 @@ impl Store {
         built.map_err(StateError::corrupt_entry)?;
         let path = gens.path.clone();
         match gens.finish_held()? {
-            (Some(store), loaded) => Ok((store.reopened(&reopen.id, reopen.cache_bytes)?, loaded)),
+            (Some(store), loaded) => Ok((store.reopened()?, loaded)),
             (None, _) => Err(StateError::Damaged {
                 path,
                 detail: "its read lost the store".into(),

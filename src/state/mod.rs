@@ -15,7 +15,7 @@ mod generations;
 mod keys;
 
 pub use config::StateConfig;
-pub use generations::{Generations, Loaded, Reopen, REOPEN_EVERY_BYTES};
+pub use generations::{Generations, Loaded};
 
 use crate::index::entry::DecodeError;
 use crate::index::Entry;
@@ -167,6 +167,9 @@ pub struct Store {
     meta: sled::Tree,
     entries: sled::Tree,
     path: PathBuf,
+    /// What it was opened with (`Store::reopened`): the analysis id, the generation width and
+    /// sled's cache capacity.
+    opened_with: (String, i64, u64),
 }
 
 impl StateError {
@@ -230,6 +233,7 @@ impl Store {
             meta,
             entries,
             path: path.into(),
+            opened_with: (analysis_id.to_string(), id.generation_secs, cache_bytes),
         };
         store.check_generation(id.generation_secs, true)?;
         Ok(store)
@@ -239,12 +243,22 @@ impl Store {
     /// structures for every page a full read paged in, whatever its cache capacity
     /// (spacejam/sled#1036), about 3.5 GB after reading the 4.4 GB of a 20M-entry window, and a
     /// new handle starts without them. The memory they held goes back to the system.
-    pub fn reopened(self, id: &Identity<'_>, cache_bytes: u64) -> Result<Store, StateError> {
-        let path = self.path.clone();
-        drop(self);
-        let store = after_drop(|| Store::open(&path, id, cache_bytes))?;
+    pub fn reopened(self) -> Result<Store, StateError> {
+        let store = self.opened_afresh()?;
         release_freed_memory();
         Ok(store)
+    }
+
+    /// This store opened afresh with what it was opened with, once sled lets go of its lock.
+    fn opened_afresh(self) -> Result<Store, StateError> {
+        let path = self.path.clone();
+        let (analysis_id, generation_secs, cache_bytes) = self.opened_with.clone();
+        drop(self);
+        let id = Identity {
+            analysis_id: &analysis_id,
+            generation_secs,
+        };
+        after_drop(|| Store::open(&path, &id, cache_bytes))
     }
 
     /// Opens an existing store for reading only (`inspect`): nothing is created, no tree is
@@ -307,6 +321,7 @@ impl Store {
             meta,
             entries,
             path: path.into(),
+            opened_with: (analysis_id.to_string(), id.generation_secs, cache_bytes),
         };
         store.check_generation(id.generation_secs, false)?;
         Ok(store)

@@ -202,19 +202,16 @@ fn checkpoint(next_seq: u64) -> Checkpoint {
     }
 }
 
+/// Entries `p{seq}` for `seqs`, each in generation `gen(seq)`.
+fn entries(seqs: std::ops::Range<u64>, gen: impl Fn(u64) -> i64) -> Vec<(i64, Entry)> {
+    seqs.map(|i| (gen(i), entry(&format!("p{i}"), i))).collect()
+}
+
 #[test]
 fn large_chunks_are_stored_in_pieces_and_read_back_in_order() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
-    let batch = |seqs: std::ops::Range<u64>| -> Vec<(i64, Entry)> {
-        seqs.map(|i| {
-            (
-                1 + i64::from(i >= 4000 && i % 2 == 0),
-                entry(&format!("p{i}"), i),
-            )
-        })
-        .collect()
-    };
+    let batch = |seqs| entries(seqs, |i| 1 + i64::from(i >= 4000 && i % 2 == 0));
     // Two commits, each far over one piece in generation 1, the second also in generation 2;
     // then a third whose checkpoint was never written (a crash between the two writes).
     store
@@ -276,13 +273,8 @@ fn a_reopened_store_keeps_its_entries_and_takes_commits() {
     store
         .commit(&[(0, entry("x", 1)), (0, entry("y", 2))], &cp(3), None)
         .unwrap();
-    let reopen = Reopen {
-        id: id("a"),
-        cache_bytes: 1 << 20,
-        every_bytes: REOPEN_EVERY_BYTES,
-    };
     let (store, read) = store
-        .rebuild(reopen, None, 3, |gens| {
+        .rebuild(None, 3, |gens| {
             assert_eq!(gens.map(|(_, p)| p.len()).sum::<usize>(), 2);
             Ok(())
         })
@@ -300,10 +292,7 @@ fn a_reopened_store_keeps_its_entries_and_takes_commits() {
 fn a_rebuild_opening_its_store_afresh_as_it_reads_reads_what_a_plain_read_does() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
-    let batch = |seqs: std::ops::Range<u64>| -> Vec<(i64, Entry)> {
-        seqs.map(|i| (i64::try_from(i % 4).unwrap(), entry(&format!("p{i}"), i)))
-            .collect()
-    };
+    let batch = |seqs| entries(seqs, |i| i64::try_from(i % 4).unwrap());
     // Generation 0 expired; generations 1-3 in two checkpoints, one large enough for pieces;
     // then a batch whose checkpoint was never written.
     store
@@ -326,14 +315,9 @@ fn a_rebuild_opening_its_store_afresh_as_it_reads_reads_what_a_plain_read_does()
         .map(seqs)
         .collect();
     assert_eq!(want.iter().map(|g| g.0).collect::<Vec<_>>(), [1, 2, 3]);
-    let reopen = Reopen {
-        id: id("a"),
-        cache_bytes: 1 << 20,
-        every_bytes: 1,
-    };
     let mut got = Vec::new();
     let (store, loaded) = store
-        .rebuild(reopen, Some(1), 6000, |gens| {
+        .rebuild_reopening_every(1, Some(1), 6000, |gens| {
             got.extend(gens.map(seqs));
             Ok(())
         })

@@ -12,9 +12,7 @@ use crate::engine::Engine;
 use crate::io::config::StageConfig;
 use crate::io::process::{Emitted, Processor, Sink};
 use crate::metrics;
-use crate::state::{
-    Checkpoint, Identity, Reopen, RunRecord, StateError, Store, REOPEN_EVERY_BYTES,
-};
+use crate::state::{Checkpoint, Identity, RunRecord, StateError, Store};
 use crate::text::tokenize::Tokenizer;
 use crate::types::RejectReason;
 
@@ -214,12 +212,7 @@ pub fn run(
         let min_gen = crate::engine::min_live_generation(engine.window(), marks);
         // Generations are read one at a time and built in parallel while the next is read.
         engine.restore_window_marks(marks);
-        let reopen = Reopen {
-            id,
-            cache_bytes: cfg.state.cache_capacity_bytes,
-            every_bytes: REOPEN_EVERY_BYTES,
-        };
-        let (s, loaded) = s.rebuild(reopen, min_gen, cp.next_seq, |gens| {
+        let (s, loaded) = s.rebuild(min_gen, cp.next_seq, |gens| {
             engine.restore(cp.watermarks.clone(), gens, crate::state::restore_threads())
         })?;
         store = Some(s);

@@ -10,7 +10,7 @@ use serde::Serialize;
 use simdedup::app::config::Config;
 use simdedup::engine::Engine;
 use simdedup::index::EntryRef;
-use simdedup::state::{Checkpoint, Identity, Reopen, Store, REOPEN_EVERY_BYTES};
+use simdedup::state::{Checkpoint, Identity, Store};
 
 /// Entries per commit (the file pipeline's default checkpoint size).
 const BATCH: usize = 50_000;
@@ -99,13 +99,8 @@ pub fn restart(
     let min_gen = simdedup::engine::min_live_generation(engine.window(), &cp.watermarks);
     let open_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    let reopen = Reopen {
-        id,
-        cache_bytes: cfg.state.cache_capacity_bytes,
-        every_bytes: REOPEN_EVERY_BYTES,
-    };
     store
-        .rebuild(reopen, min_gen, cp.next_seq, |gens| {
+        .rebuild(min_gen, cp.next_seq, |gens| {
             engine.restore(cp.watermarks, gens, threads)
         })
         .expect("restore");

@@ -14,7 +14,7 @@ use super::super::gate::Progress;
 use super::super::KafkaError;
 use crate::engine::Engine;
 use crate::index::{Entry, OrderKey};
-use crate::state::{Checkpoint, Identity, Reopen, StateError, Store, REOPEN_EVERY_BYTES};
+use crate::state::{Checkpoint, Identity, StateError, Store};
 
 /// Entries recorded since the last checkpoint that force the next one.
 const CHECKPOINT_ENTRIES: usize = 50_000;
@@ -30,10 +30,6 @@ pub(super) struct Restored {
 /// The state dir of a dedup worker.
 pub(super) struct LocalState {
     store: Store,
-    /// What the store was opened with, to open it afresh during a restore (`Reopen`).
-    analysis_id: String,
-    generation_secs: i64,
-    cache_bytes: u64,
     /// Entries recorded since the last checkpoint, as (generation, entry).
     pending: Vec<(i64, Entry)>,
     /// This worker's own entries not read back from the changelog yet.
@@ -89,9 +85,6 @@ impl LocalState {
         let changelog_offset = restored.as_ref().map_or(0, |r| r.changelog_offset);
         let local = LocalState {
             store,
-            analysis_id: analysis_id.to_string(),
-            generation_secs,
-            cache_bytes,
             pending: Vec::new(),
             unconfirmed: Unconfirmed::default(),
             changelog_offset,
@@ -103,20 +96,12 @@ impl LocalState {
     }
 
     /// Rebuilds `engine`'s index from the stored entries (after `open` found a checkpoint),
-    /// opening the store afresh as it reads (`Reopen`).
+    /// opening the store afresh as it reads (`Store::rebuild`).
     pub(super) fn restore(mut self, engine: &mut Engine) -> Result<LocalState, KafkaError> {
         let t = Instant::now();
-        let reopen = Reopen {
-            id: Identity {
-                analysis_id: &self.analysis_id,
-                generation_secs: self.generation_secs,
-            },
-            cache_bytes: self.cache_bytes,
-            every_bytes: REOPEN_EVERY_BYTES,
-        };
         let (store, loaded) = self
             .store
-            .rebuild(reopen, None, u64::MAX, |gens| {
+            .rebuild(None, u64::MAX, |gens| {
                 engine.restore(Default::default(), gens, crate::state::restore_threads())
             })
             .map_err(state_err)?;
