@@ -220,7 +220,7 @@ impl<'a> EntryView<'a> {
     /// Decodes one entry from the front of `buf`, returning it and the rest of the buffer.
     pub fn decode(buf: &'a [u8]) -> Result<(EntryView<'a>, &'a [u8]), DecodeError> {
         let f = Fields::split(buf)?;
-        let utf8 = |b| std::str::from_utf8(b).map_err(|_| DecodeError::Malformed);
+        let utf8 = |b| simdutf8::basic::from_utf8(b).map_err(|_| DecodeError::Malformed);
         let view = EntryView {
             key: f.header.key,
             time: f.header.time,

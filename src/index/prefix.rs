@@ -314,31 +314,51 @@ impl PrefixBuilder {
             place[id as usize] = p as u32;
         }
         // Each slot's prefix, in place at the front of its part of `seq`, as place in the order
-        // and class (low two bits); `kept[s]` how many. The gathers here and the scatter below
-        // land at random places of arrays of megabytes: each asks for the next slot's ahead.
+        // and class (low two bits); `kept[s]` how many. The gathers here and the scatters below
+        // land at random places of arrays of megabytes, so each runs a few slots ahead of its
+        // use: a slot's gram numbers are turned into places (and its prefix chosen) the slot
+        // before its counts go up, with the counts it will raise asked for then, and the places
+        // of the slot after it asked for before that.
         per_class.resize(order.len(), [0; 3]);
-        let mut begin = 0;
-        for (s, &end) in ends.iter().enumerate() {
-            let after = ends.get(s + 1).copied().unwrap_or(end);
-            for &id in &seq[end..after] {
-                super::prefetch(&place[id as usize]);
-            }
-            let part = &mut seq[begin..end];
+        let part_of = |s: usize| (if s == 0 { 0 } else { ends[s - 1] })..ends[s];
+        let prefix_of = |s: usize, seq: &mut [u32], kept: &mut Vec<u16>| {
+            let part = &mut seq[part_of(s)];
             part.iter_mut().for_each(|id| *id = place[*id as usize]);
             let lim = limits(chars(s as u32), cfg);
             let take = part.len().min(usize::from(lim.1) + 1);
             if take > 0 && take < part.len() {
                 part.select_nth_unstable(take - 1);
             }
-            let head = &mut part[..take];
-            head.sort_unstable();
-            for (j, p) in head.iter_mut().enumerate() {
+            part[..take].sort_unstable();
+            kept.push(take as u16);
+            lim
+        };
+        let mut next_lim = (!ends.is_empty()).then(|| prefix_of(0, seq, kept));
+        for s in 0..ends.len() {
+            let lim = next_lim
+                .take()
+                .expect("a slot's prefix is chosen the slot before");
+            if s + 2 < ends.len() {
+                for &id in &seq[part_of(s + 2)] {
+                    super::prefetch(&place[id as usize]);
+                }
+            }
+            if s + 1 < ends.len() {
+                next_lim = Some(prefix_of(s + 1, seq, kept));
+                let start = part_of(s + 1).start;
+                for &p in &seq[start..start + usize::from(kept[s + 1])] {
+                    super::prefetch(&per_class[p as usize]);
+                }
+            }
+            let start = part_of(s).start;
+            for (j, p) in seq[start..start + usize::from(kept[s])]
+                .iter_mut()
+                .enumerate()
+            {
                 let c = class(j.min(usize::from(u16::MAX)) as u16, lim).unwrap_or(2);
                 per_class[*p as usize][c] += 1;
                 *p = *p << 2 | c as u32;
             }
-            kept.push(take as u16);
-            begin = end;
         }
         // Counting sort: every list's place in `flat`, by place in the order then class.
         let mut pos = Vec::with_capacity(per_class.len() * 3);
@@ -351,9 +371,13 @@ impl PrefixBuilder {
         flat_sizes.resize(next as usize, 0);
         let mut begin = 0;
         let at = |v: u32| (v >> 2) as usize * 3 + (v & 3) as usize;
+        // Places are asked for `POS_AHEAD` slots ahead: one slot's few lookups are over before
+        // the next slot's would arrive.
+        const POS_AHEAD: usize = 4;
         for (s, (&end, &k)) in ends.iter().zip(kept.iter()).enumerate() {
-            if let Some(&next) = kept.get(s + 1) {
-                for &v in &seq[end..end + usize::from(next)] {
+            if let Some(&ahead) = kept.get(s + POS_AHEAD) {
+                let start = ends[s + POS_AHEAD - 1];
+                for &v in &seq[start..start + usize::from(ahead)] {
                     super::prefetch(&pos[at(v)]);
                 }
             }
