@@ -92,14 +92,15 @@ impl<'a> Indexer<'a> {
 
     /// A sealed generation `gen` holding the stored entries `packed` in order, its records in a
     /// store of `cold`. Each entry is decoded once, without allocating, and goes straight into
-    /// the generation's store; the block tables and bigram postings are built in one go
-    /// (`SealedTable::build`, `PrefixBuilder`), as pushing every entry and sealing would leave them.
-    /// `scratch` keeps its memory from one generation to the next.
+    /// the generation's store, the stored bytes let go of as they are read; the block tables and
+    /// bigram postings are built in one go (`SealedTable::build`, `PrefixBuilder`), as pushing
+    /// every entry and sealing would leave them. `scratch` keeps its memory from one generation
+    /// to the next.
     fn build(
         &self,
         cold: &dyn ColdFactory,
         gen: i64,
-        packed: &Packed,
+        packed: Packed,
         scratch: &mut BuildScratch,
     ) -> Result<Segment, DecodeError> {
         let BuildScratch {
@@ -116,8 +117,7 @@ impl<'a> Indexer<'a> {
         prefix.clear();
         lens.clear();
         texts.clear();
-        for v in packed.views() {
-            let v = v?;
+        packed.drain(|v| {
             chars.clear();
             chars.extend(v.text.chars());
             tokens.clear();
@@ -130,7 +130,8 @@ impl<'a> Indexer<'a> {
             }
             prefix.add(grams);
             lens.push(chars.len() as u32);
-        }
+            Ok::<_, DecodeError>(())
+        })?;
         seg.list_texts(texts);
         seg.sealed_tables =
             seg.build_tables(self.layout, |s| self.tabled(seg.store.meta(s).tokens()));
@@ -189,7 +190,7 @@ impl Index {
                                 Err(_) => break,
                             };
                             let Ok((gen, packed)) = job else { break };
-                            out.push(ix.build(cold, gen, &packed, &mut scratch));
+                            out.push(ix.build(cold, gen, packed, &mut scratch));
                         }
                         out
                     })

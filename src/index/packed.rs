@@ -157,6 +157,25 @@ impl Packed {
         })
     }
 
+    /// Hands the entries to `f` in order, decoded without allocating, letting go of each piece
+    /// once its entries were handed over: a restart's builder holds a generation's stored bytes
+    /// only while it reads them, and what it lets go of serves the reads that follow. Stops at
+    /// the first record that does not decode, or that `f` fails.
+    pub fn drain<E: From<DecodeError>>(
+        self,
+        mut f: impl FnMut(EntryView<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for piece in self.pieces {
+            let mut rest = piece.bytes();
+            while !rest.is_empty() {
+                let (v, tail) = EntryView::decode(rest)?;
+                f(v)?;
+                rest = tail;
+            }
+        }
+        Ok(())
+    }
+
     /// The entries, owned.
     pub fn entries(&self) -> Result<Vec<Entry>, DecodeError> {
         self.views().map(|v| v.map(|v| v.to_entry())).collect()
@@ -216,6 +235,11 @@ mod tests {
         assert_eq!(q.len(), 7);
         assert!(matches!(q.pieces[1], Piece::Shared(_)));
         assert_eq!(q.pieces.len(), 3);
+        let mut drained = Vec::new();
+        q.clone()
+            .drain(|v| Ok::<_, DecodeError>(drained.push(v.to_entry())))
+            .unwrap();
+        assert_eq!(Ok(drained), q.entries());
         let v = p.views().nth(1).unwrap().unwrap();
         assert_eq!((v.id, v.text, v.key.seq), ("id3", "abc 😀 测试", 3));
         assert_eq!(v.tokens().collect::<Vec<_>>(), vec![1, 2, 6]);
@@ -242,5 +266,8 @@ mod tests {
         assert_eq!(decoded.len(), 1);
         assert_eq!(decoded[0].as_ref().unwrap_err(), &DecodeError::Malformed);
         assert_eq!(p.entries(), Err(DecodeError::Malformed));
+        let mut seen = 0;
+        let drained = p.drain(|_| Ok::<_, DecodeError>(seen += 1));
+        assert_eq!((drained, seen), (Err(DecodeError::Malformed), 0));
     }
 }
