@@ -62,7 +62,8 @@ pub struct KafkaConfig {
     /// 0 lets a quiet partition's last report stand (the first records of a burst may then be
     /// ordered by arrival).
     pub wake_grace_ms: u64,
-    /// How often a dedup worker publishes progress markers for its partitions.
+    /// How often a dedup worker publishes progress markers for its partitions; also the longest
+    /// round of decisions between two polls of its consumers (at least 10 ms).
     pub marker_interval_ms: u64,
     /// Event-time tick, in seconds, of the cross-partition order. A post sees the entries of other
     /// routed partitions from earlier ticks only (its own partition's from every earlier post), so

@@ -6,7 +6,7 @@
 //! the other lanes go on meanwhile.
 
 use std::cell::{Cell, OnceCell};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::super::gate;
 use super::super::gate::frontier;
@@ -19,11 +19,25 @@ use crate::index::OrderKey;
 use crate::metrics;
 use crate::verify::{Bits, Sketch};
 
+/// The shortest round of decisions.
+const MIN_ROUND: Duration = Duration::from_millis(10);
+
+/// How long one round of decisions may last: a worker's markers go out every
+/// `marker_interval_ms`, and between rounds it polls its consumers, publishes its markers and
+/// stores its offsets. A round that went on while anything was ready once decided for minutes
+/// (hundreds of thousands of buffered posts of a slow stream): the other workers waited on its
+/// markers all along, and the routed consumer, not polled for `max.poll.interval.ms` (5 min),
+/// left the group and its partitions were decided again.
+fn round_budget(marker_interval_ms: u64) -> Duration {
+    Duration::from_millis(marker_interval_ms).max(MIN_ROUND)
+}
+
 impl Worker<'_> {
     /// Decides buffered posts while some lane's head may be decided, the earliest such head
-    /// first; returns how many.
+    /// first, for one round (`round_budget`); returns how many.
     pub(super) fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
         let mut n = 0;
+        let until = Instant::now() + round_budget(self.k.marker_interval_ms);
         // Each lane's head key, kept across decisions: deciding lane `p` changes only `p`'s
         // head (its buffer front and its watermark), so only that one is computed again.
         let mut heads: Vec<(u32, Option<OrderKey>)> =
@@ -60,6 +74,9 @@ impl Worker<'_> {
             n += 1;
             if n.is_multiple_of(SETTLE_EVERY_DECISIONS) {
                 self.settle(c)?;
+            }
+            if Instant::now() >= until {
+                return Ok(n);
             }
             if let Some(h) = heads.iter_mut().find(|(q, _)| *q == p) {
                 h.1 = self.head_key(p);
