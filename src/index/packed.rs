@@ -237,7 +237,10 @@ mod tests {
         assert_eq!(q.pieces.len(), 3);
         let mut drained = Vec::new();
         q.clone()
-            .drain(|v| Ok::<_, DecodeError>(drained.push(v.to_entry())))
+            .drain(|v| {
+                drained.push(v.to_entry());
+                Ok::<_, DecodeError>(())
+            })
             .unwrap();
         assert_eq!(Ok(drained), q.entries());
         let v = p.views().nth(1).unwrap().unwrap();
@@ -267,7 +270,10 @@ mod tests {
         assert_eq!(decoded[0].as_ref().unwrap_err(), &DecodeError::Malformed);
         assert_eq!(p.entries(), Err(DecodeError::Malformed));
         let mut seen = 0;
-        let drained = p.drain(|_| Ok::<_, DecodeError>(seen += 1));
+        let drained = p.drain(|_| {
+            seen += 1;
+            Ok::<_, DecodeError>(())
+        });
         assert_eq!((drained, seen), (Err(DecodeError::Malformed), 0));
     }
 }
