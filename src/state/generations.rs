@@ -56,7 +56,27 @@ pub struct Generations<'a> {
     reopens: usize,
 }
 
-impl Generations<'_> {
+impl<'a> Generations<'a> {
+    /// A read of every stored entry through `store`, from the first key.
+    fn over(store: Held<'a>, min_gen: Option<i64>, next_seq: u64) -> Self {
+        let s = match &store {
+            Held::Borrowed(s) => *s,
+            Held::Owned(s, _) => s.as_ref().expect("a read starts with its store open"),
+        };
+        let (path, iter) = (s.path.clone(), Some(s.entries.iter().peekable()));
+        Generations {
+            store,
+            path,
+            iter,
+            min_gen,
+            next_seq,
+            counts: [0; 3],
+            uncommitted_keys: Vec::new(),
+            read_bytes: 0,
+            reopens: 0,
+        }
+    }
+
     /// Counts so far, as a `Loaded` without generations.
     pub fn counts(&self) -> Loaded {
         Loaded {
@@ -264,17 +284,7 @@ impl Store {
         if let Some(m) = min_gen {
             guarded(&self.path, || self.remove_generations_below(m))?;
         }
-        let mut gens = Generations {
-            path: self.path.clone(),
-            iter: Some(self.entries.iter().peekable()),
-            store: Held::Owned(Some(self), every_bytes),
-            min_gen: None,
-            next_seq,
-            counts: [0; 3],
-            uncommitted_keys: Vec::new(),
-            read_bytes: 0,
-            reopens: 0,
-        };
+        let mut gens = Generations::over(Held::Owned(Some(self), every_bytes), None, next_seq);
         let mut failed = None;
         let built = build(
             &mut gens
@@ -307,16 +317,6 @@ impl Store {
     }
 
     fn reader(&self, min_gen: Option<i64>, next_seq: u64) -> Generations<'_> {
-        Generations {
-            store: Held::Borrowed(self),
-            path: self.path.clone(),
-            iter: Some(self.entries.iter().peekable()),
-            min_gen,
-            next_seq,
-            counts: [0; 3],
-            uncommitted_keys: Vec::new(),
-            read_bytes: 0,
-            reopens: 0,
-        }
+        Generations::over(Held::Borrowed(self), min_gen, next_seq)
     }
 }
