@@ -12,6 +12,7 @@ use crate::hist::Hist;
 use crate::index::entry::DecodeError;
 use crate::index::grams::{distinct_bigrams, Gram};
 use crate::index::{
+    Built, SealedGeneration,
     Entry, EntryRef, Found, Index, IndexConfig, LayoutError, OrderKey, Packed, Query, QueryStats,
     Scratch, Visibility,
 };
@@ -291,9 +292,20 @@ impl Engine {
         })
     }
 
-    /// Read access to the index (inspect, metrics).
+    /// Read access to the index (inspect, metrics, writing sealed generations).
     pub fn index(&self) -> &Index {
         &self.index
+    }
+
+    /// Adds generations read back whole (`Index::adopt`), those below the live window left
+    /// out; hands back the ones not added (below the window, or already held).
+    pub fn adopt_sealed(&mut self, gens: Vec<SealedGeneration>) -> Vec<SealedGeneration> {
+        let min_gen = self.min_live_generation();
+        let (live, mut out): (Vec<_>, Vec<_>) = gens
+            .into_iter()
+            .partition(|g| min_gen.is_none_or(|m| g.gen() >= m));
+        out.extend(self.index.adopt(live));
+        out
     }
 
     /// Window arithmetic.
@@ -358,6 +370,18 @@ impl Engine {
         generations: impl IntoIterator<Item = (i64, Packed)>,
         threads: usize,
     ) -> Result<(), DecodeError> {
+        self.restore_keeping(watermarks, generations, threads, None)
+    }
+
+    /// `restore`, handing each generation built to `keep` on its builder's thread
+    /// (`Index::insert_generations_keeping`).
+    pub fn restore_keeping(
+        &mut self,
+        watermarks: BTreeMap<u32, i64>,
+        generations: impl IntoIterator<Item = (i64, Packed)>,
+        threads: usize,
+        keep: Option<&(dyn Fn(Built<'_>) + Sync)>,
+    ) -> Result<(), DecodeError> {
         // Window marks restored first (`restore_window_marks`) win over the order watermarks.
         for (p, w) in &watermarks {
             self.horizons.entry(*p).or_insert(Horizon::at(*w));
@@ -367,7 +391,7 @@ impl Engine {
         let live = generations
             .into_iter()
             .filter(|(gen, _)| min_gen.is_none_or(|m| *gen >= m));
-        self.index.insert_generations(live, threads)
+        self.index.insert_generations_keeping(live, threads, keep)
     }
 
     /// Applies an entry decided elsewhere (another partition's worker): it joins the index unless

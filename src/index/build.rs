@@ -1,6 +1,6 @@
 //! Adding entries to a generation, and restoring whole generations at once: a restart builds
 //! several generations in parallel, each on a thread of its own, while the caller reads the next
-//! one from storage.
+//! one from storage, and may write each one whole as soon as it is built (`snapshot`).
 
 use std::collections::BTreeSet;
 use std::sync::{mpsc, Arc, Mutex};
@@ -11,6 +11,7 @@ use super::grams::{self, Gram};
 use super::packed::Packed;
 use super::prefix::PrefixBuilder;
 use super::segment::Segment;
+use super::snapshot::Built;
 use super::{Entry, Index, IndexConfig, Scratch, TableLayout};
 use crate::verify::{VerifyConfig, VerifyMode};
 
@@ -168,6 +169,17 @@ impl Index {
         gens: impl Iterator<Item = (i64, Packed)>,
         threads: usize,
     ) -> Result<(), DecodeError> {
+        self.insert_generations_keeping(gens, threads, None)
+    }
+
+    /// `insert_generations`, handing each generation built to `keep` on its builder's thread,
+    /// as soon as it is built (to write it whole: `snapshot`).
+    pub fn insert_generations_keeping(
+        &mut self,
+        gens: impl Iterator<Item = (i64, Packed)>,
+        threads: usize,
+        keep: Option<&(dyn Fn(Built<'_>) + Sync)>,
+    ) -> Result<(), DecodeError> {
         let ix = Indexer::new(&self.layout, &self.cfg, &self.verify, self.min_gram_chars);
         let cold: &dyn ColdFactory = &*self.cold;
         let have: BTreeSet<i64> = self.segments.iter().map(|s| s.gen).collect();
@@ -190,7 +202,11 @@ impl Index {
                                 Err(_) => break,
                             };
                             let Ok((gen, packed)) = job else { break };
-                            out.push(ix.build(cold, gen, packed, &mut scratch));
+                            let built = ix.build(cold, gen, packed, &mut scratch);
+                            if let (Some(keep), Ok(seg)) = (keep, &built) {
+                                keep(Built { seg });
+                            }
+                            out.push(built);
                         }
                         out
                     })
@@ -293,6 +309,16 @@ mod tests {
         fn create(&self, gen: i64) -> Box<dyn crate::index::cold::ColdStore> {
             assert_ne!(gen, 4, "no store for generation 4");
             crate::index::cold::in_memory().create(gen)
+        }
+
+        fn load(
+            &self,
+            gen: i64,
+            file: std::fs::File,
+            offset: u64,
+            len: u64,
+        ) -> std::io::Result<Box<dyn crate::index::cold::ColdStore>> {
+            crate::index::cold::in_memory().load(gen, file, offset, len)
         }
     }
 

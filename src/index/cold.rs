@@ -2,8 +2,12 @@
 //! hashes): the bytes verification reads only for candidates that pass the cheap gates. The
 //! index appends records and reads them back by offset; whether they stay in memory
 //! (`InMemory`, the default) or go to a file read back on demand (`io::cold`) is the caller's
-//! choice, so the index itself does no I/O.
+//! choice, so the index itself does no I/O (a generation read back whole, `ColdFactory::load`,
+//! is read by the factory).
 
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 /// One generation's append-only record store.
@@ -25,12 +29,21 @@ pub trait ColdStore: Send {
 
     /// Bytes held in process memory.
     fn memory_bytes(&self) -> usize;
+
+    /// Copies every record appended, in order, to `w`; their length (`len`).
+    fn copy_to(&self, w: &mut dyn Write) -> std::io::Result<u64>;
 }
 
 /// Makes the store of each new generation.
 pub trait ColdFactory: Send + Sync {
     /// A new, empty store for generation `gen`.
     fn create(&self, gen: i64) -> Box<dyn ColdStore>;
+
+    /// A store for generation `gen` holding the `len` bytes of records at `offset` in `file`
+    /// (a generation written out whole, `ColdStore::copy_to`), to which more can be appended.
+    /// The file must not change while the store lives.
+    fn load(&self, gen: i64, file: File, offset: u64, len: u64)
+        -> std::io::Result<Box<dyn ColdStore>>;
 }
 
 /// Records kept in one growing buffer.
@@ -61,6 +74,11 @@ impl ColdStore for InMemory {
     fn memory_bytes(&self) -> usize {
         self.0.capacity()
     }
+
+    fn copy_to(&self, w: &mut dyn Write) -> std::io::Result<u64> {
+        w.write_all(&self.0)?;
+        Ok(self.0.len() as u64)
+    }
 }
 
 /// Makes `InMemory` stores.
@@ -70,6 +88,18 @@ pub struct InMemoryFactory;
 impl ColdFactory for InMemoryFactory {
     fn create(&self, _gen: i64) -> Box<dyn ColdStore> {
         Box::<InMemory>::default()
+    }
+
+    fn load(
+        &self,
+        _gen: i64,
+        file: File,
+        offset: u64,
+        len: u64,
+    ) -> std::io::Result<Box<dyn ColdStore>> {
+        let mut bytes = vec![0u8; usize::try_from(len).map_err(std::io::Error::other)?];
+        file.read_exact_at(&mut bytes, offset)?;
+        Ok(Box::new(InMemory(bytes)))
     }
 }
 

@@ -22,6 +22,7 @@ pub mod prefix;
 mod ranks;
 mod sealed_table;
 mod segment;
+pub mod snapshot;
 pub mod slots;
 pub mod store;
 pub mod tables;
@@ -39,6 +40,7 @@ pub use find::Found;
 use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
 pub use packed::Packed;
+pub use snapshot::{Built, SealedGeneration, Written};
 use postings::Postings;
 use segment::Segment;
 pub use tables::{LayoutError, TableLayout};
@@ -226,6 +228,11 @@ impl Index {
             columns: Columns::default(),
             cold,
         })
+    }
+
+    /// What makes each generation's cold record store.
+    pub fn cold_factory(&self) -> &Arc<dyn ColdFactory> {
+        &self.cold
     }
 
     /// Number of live entries (copies included).

@@ -68,6 +68,41 @@ impl SealedTable {
         t
     }
 
+    /// Writes the table (`snapshot`).
+    pub(super) fn write_to(&self, out: &mut super::snapshot::Out<'_>) -> std::io::Result<()> {
+        out.u64(u64::from(self.dir_bits))?;
+        out.u64(u64::from(self.key_frag_bits))?;
+        out.slice(&self.starts)?;
+        out.slice(&self.slots)?;
+        out.slice(&self.frags)
+    }
+
+    /// The table `write_to` wrote (`fits` tells whether it can serve a generation).
+    pub(super) fn read_from(r: &mut super::snapshot::In<'_>) -> std::io::Result<SealedTable> {
+        let (dir_bits, key_frag_bits) = (r.u32()?, r.u32()?);
+        Ok(SealedTable {
+            dir_bits,
+            key_frag_bits,
+            starts: r.vec::<u32>()?.into_boxed_slice(),
+            slots: r.vec::<u32>()?.into_boxed_slice(),
+            frags: r.vec::<u16>()?.into_boxed_slice(),
+        })
+    }
+
+    /// Whether the table is one `build` could have made for a generation of `slots` entries:
+    /// its directory in order and covering its postings, each a slot the generation has.
+    pub(super) fn fits(&self, slots: usize) -> bool {
+        let shaped = self.dir_bits <= MAX_DIR_BITS
+            && self.key_frag_bits <= 16
+            && self.starts.len() == (1usize << self.dir_bits) + 1
+            && self.slots.len() == self.frags.len()
+            && self.starts.first() == Some(&0)
+            && self.starts.last().is_some_and(|&e| e as usize == self.slots.len());
+        shaped
+            && self.starts.windows(2).all(|w| w[0] <= w[1])
+            && self.slots.iter().all(|&s| (s as usize) < slots)
+    }
+
     #[inline]
     fn bucket_of(&self, p: u64) -> usize {
         (p & ((1u64 << self.dir_bits) - 1)) as usize

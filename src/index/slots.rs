@@ -84,6 +84,35 @@ impl SlotTable {
         self.buckets.capacity() * 8
     }
 
+    /// Slots held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when it holds no slot.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Writes the table (`snapshot`).
+    pub(super) fn write_to(&self, out: &mut super::snapshot::Out<'_>) -> std::io::Result<()> {
+        out.u64(self.len as u64)?;
+        out.slice(&self.buckets)
+    }
+
+    /// The table `write_to` wrote: refused unless it is a table `insert` could have made, with
+    /// as many slots as its buckets hold.
+    pub(super) fn read_from(r: &mut super::snapshot::In<'_>) -> std::io::Result<SlotTable> {
+        let len = r.u64()? as usize;
+        let buckets: Vec<u64> = r.vec()?;
+        let held = buckets.iter().filter(|&&b| b != EMPTY).count();
+        let shaped = buckets.is_empty() || buckets.len().is_power_of_two();
+        if !shaped || held != len || len * 4 > buckets.len() * 3 {
+            return Err(super::snapshot::invalid("its exact-text table is malformed"));
+        }
+        Ok(SlotTable { buckets, len })
+    }
+
     fn grow(&mut self) {
         let size = (self.buckets.len() * 2).max(16);
         let mut buckets = vec![EMPTY; size];

@@ -13,7 +13,7 @@ use super::entry::{le_u32s, Entry, EntryView, OrderKey};
 /// Per-slot record: what filters and gates need, plus where the rest lives. 32 bytes, aligned
 /// to 32, so that reading one never touches two cache lines. (The text hash of the exact path
 /// is kept in the exact-text table, `SlotTable`.)
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, bytemuck::Pod, bytemuck::Zeroable)]
 #[repr(C, align(32))]
 pub struct Meta {
     /// SimHash fingerprint.
@@ -326,6 +326,39 @@ impl Store {
             chars: c.chars().collect(),
             text_hash: xxhash_rust::xxh3::xxh3_64(c.text),
             tokens: tokens.into(),
+        })
+    }
+
+    /// Bytes of cold records appended.
+    pub fn cold_len(&self) -> u64 {
+        self.cold.len()
+    }
+
+    /// Copies the cold records to `w`; their length.
+    pub fn copy_cold(&self, w: &mut dyn std::io::Write) -> std::io::Result<u64> {
+        self.cold.copy_to(w)
+    }
+
+    /// Writes the per-slot records (`snapshot`).
+    pub(super) fn write_to(&self, out: &mut super::snapshot::Out<'_>) -> std::io::Result<()> {
+        out.slice(&self.meta)
+    }
+
+    /// The store `write_to` wrote, its cold records in `cold`.
+    pub(super) fn read_from(
+        r: &mut super::snapshot::In<'_>,
+        cold: Box<dyn ColdStore>,
+    ) -> std::io::Result<Store> {
+        let meta: Vec<Meta> = r.vec()?;
+        // Each record starts where the one before ends, and the last ends within the store.
+        let ends = meta.windows(2).all(|w| w[0].offset() <= w[1].offset());
+        if !ends || meta.last().is_some_and(|m| m.offset() > cold.len()) {
+            return Err(super::snapshot::invalid("its records are out of order"));
+        }
+        Ok(Store {
+            meta,
+            cold,
+            record: Vec::new(),
         })
     }
 

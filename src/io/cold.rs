@@ -11,9 +11,13 @@
 //!
 //! A write error (a full disk) keeps the records in memory from then on and is reported once;
 //! nothing is lost.
+//!
+//! A generation read back whole (`ColdFactory::load`) reads its records from the file they were
+//! written to (`state::sealed`), and appends any later ones to a spill file as above.
 
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -75,6 +79,7 @@ impl ColdFactory for FileColdFactory {
         Box::new(FileCold {
             dir: self.inner.clone(),
             gen,
+            base: None,
             file: None,
             failed: false,
             written: 0,
@@ -83,12 +88,49 @@ impl ColdFactory for FileColdFactory {
             kept_bytes: 0,
         })
     }
+
+    fn load(
+        &self,
+        gen: i64,
+        file: File,
+        offset: u64,
+        len: u64,
+    ) -> std::io::Result<Box<dyn ColdStore>> {
+        let size = file.metadata()?.len();
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "the records run past the end of their file",
+            ));
+        }
+        Ok(Box::new(FileCold {
+            dir: self.inner.clone(),
+            gen,
+            base: Some(Base { file, offset, len }),
+            file: None,
+            failed: false,
+            written: 0,
+            pending: Vec::new(),
+            kept: VecDeque::new(),
+            kept_bytes: 0,
+        }))
+    }
+}
+
+/// Records a generation holds from when it was read back whole: `len` bytes at `offset` in
+/// `file`, read back as they are, before any appended since.
+struct Base {
+    file: File,
+    offset: u64,
+    len: u64,
 }
 
 /// One generation's spill file: records below `written` are in the file, the rest in `pending`.
+/// Offsets here are past the base's records, if it has some (`base_len`).
 struct FileCold {
     dir: Arc<Dir>,
     gen: i64,
+    base: Option<Base>,
     file: Option<File>,
     /// Set after a failed create or write: everything stays in `pending` from then on.
     failed: bool,
@@ -128,6 +170,11 @@ impl FileCold {
         Ok(())
     }
 
+    /// Bytes of the base's records.
+    fn base_len(&self) -> u64 {
+        self.base.as_ref().map_or(0, |b| b.len)
+    }
+
     /// The kept buffer holding `offset`, if one does.
     fn kept_at(&self, offset: u64) -> Option<&(u64, Vec<u8>)> {
         let i = self.kept.partition_point(|(start, _)| *start <= offset);
@@ -153,7 +200,7 @@ impl ColdStore for FileCold {
     }
 
     fn len(&self) -> u64 {
-        self.written + self.pending.len() as u64
+        self.base_len() + self.written + self.pending.len() as u64
     }
 
     fn read<'a>(
@@ -163,6 +210,18 @@ impl ColdStore for FileCold {
         buf: &'a mut Vec<u8>,
     ) -> std::io::Result<&'a [u8]> {
         let len = len as usize;
+        if let Some(base) = self.base.as_ref().filter(|b| offset < b.len) {
+            if offset + len as u64 > base.len {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "record past the end",
+                ));
+            }
+            buf.resize(len, 0);
+            base.file.read_exact_at(buf, base.offset + offset)?;
+            return Ok(buf);
+        }
+        let offset = offset - self.base_len();
         if offset >= self.written {
             let start = (offset - self.written) as usize;
             return self.pending.get(start..start + len).ok_or_else(|| {
@@ -187,7 +246,35 @@ impl ColdStore for FileCold {
     fn memory_bytes(&self) -> usize {
         self.pending.capacity() + self.kept.iter().map(|k| k.1.capacity()).sum::<usize>()
     }
+
+    fn copy_to(&self, w: &mut dyn Write) -> std::io::Result<u64> {
+        let mut buf = vec![0u8; COPY_BYTES];
+        let mut copy = |file: &File, mut at: u64, mut left: u64| -> std::io::Result<()> {
+            while left > 0 {
+                let n = left.min(COPY_BYTES as u64) as usize;
+                file.read_exact_at(&mut buf[..n], at)?;
+                w.write_all(&buf[..n])?;
+                (at, left) = (at + n as u64, left - n as u64);
+            }
+            Ok(())
+        };
+        if let Some(b) = &self.base {
+            copy(&b.file, b.offset, b.len)?;
+        }
+        if self.written > 0 {
+            let file = self
+                .file
+                .as_ref()
+                .ok_or_else(|| std::io::Error::other("spill file lost"))?;
+            copy(file, 0, self.written)?;
+        }
+        w.write_all(&self.pending)?;
+        Ok(self.len())
+    }
 }
+
+/// Bytes read at a time when records are copied out (`copy_to`).
+const COPY_BYTES: usize = 1 << 20;
 
 #[cfg(test)]
 mod tests {

@@ -18,6 +18,12 @@ pub struct StateConfig {
     /// 32-byte record of each entry (and its postings) in memory; false keeps everything in
     /// memory.
     pub spill_texts: bool,
+    /// With a state dir, a start writes each sealed generation it rebuilt from sled whole to
+    /// `<state-dir>/sealed/` (index arrays and cold records, about as many bytes as the
+    /// generation's stored entries), and the next start loads it instead of rebuilding it while
+    /// sled's entries of that generation are unchanged. false rebuilds every generation on every
+    /// start and removes the files.
+    pub keep_sealed: bool,
 }
 
 impl Default for StateConfig {
@@ -27,6 +33,7 @@ impl Default for StateConfig {
             checkpoint_interval_ms: 1_000,
             cache_capacity_bytes: 256 << 20,
             spill_texts: true,
+            keep_sealed: true,
         }
     }
 }

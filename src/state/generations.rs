@@ -1,9 +1,10 @@
 //! Reading the stored entries back, generation by generation (a restart, `inspect`).
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::keys::key_generation;
+use super::keys::{entry_key, key_generation};
 use super::{guarded, DecodeError, StateError, Store};
 use crate::index::Packed;
 
@@ -24,6 +25,7 @@ enum Held<'a> {
 }
 
 /// What a rebuild read.
+#[derive(Debug, Default)]
 pub struct Loaded {
     /// Entries per generation, oldest generation first, in insertion order.
     pub generations: Vec<(i64, Packed)>,
@@ -48,6 +50,8 @@ pub struct Generations<'a> {
     iter: Option<std::iter::Peekable<sled::Iter>>,
     min_gen: Option<i64>,
     next_seq: u64,
+    /// Generations not read at all (a restart loads them whole, `sealed`).
+    skip: BTreeSet<i64>,
     /// Entries read, uncommitted ones discarded, expired ones skipped.
     counts: [usize; 3],
     uncommitted_keys: Vec<sled::IVec>,
@@ -70,6 +74,7 @@ impl<'a> Generations<'a> {
             iter,
             min_gen,
             next_seq,
+            skip: BTreeSet::new(),
             counts: [0; 3],
             uncommitted_keys: Vec::new(),
             read_bytes: 0,
@@ -136,6 +141,10 @@ impl<'a> Generations<'a> {
                     }
                 }
             }
+            if let Some(g) = next_gen.filter(|g| self.skip.contains(g)) {
+                self.seek_past(g);
+                continue;
+            }
             let Some(kv) = iter.next() else {
                 break;
             };
@@ -153,6 +162,18 @@ impl<'a> Generations<'a> {
             )?;
         }
         Ok(current.filter(|(_, entries)| !entries.is_empty()))
+    }
+
+    /// Reads on from the first key past generation `gen`.
+    fn seek_past(&mut self, gen: i64) {
+        let store = match &self.store {
+            Held::Borrowed(s) => Some(*s),
+            Held::Owned(s, _) => s.as_ref(),
+        };
+        self.iter = store.map(|s| match gen.checked_add(1) {
+            Some(next) => s.entries.range(entry_key(next, 0).to_vec()..).peekable(),
+            None => s.entries.range(Vec::from([0xFFu8; 17])..).peekable(),
+        });
     }
 
     /// Opens an owned store afresh once its share of bytes were read through it, and reads on
@@ -270,21 +291,35 @@ impl Store {
         next_seq: u64,
         build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
     ) -> Result<(Store, Loaded), StateError> {
-        self.rebuild_reopening_every(REOPEN_EVERY_BYTES, min_gen, next_seq, build)
+        self.rebuild_skipping(min_gen, next_seq, BTreeSet::new(), build)
     }
 
-    /// `rebuild`, opening the store afresh after every `every_bytes` read.
+    /// `rebuild`, without reading the generations in `skip` at all (the caller has them
+    /// otherwise: `sealed`); their entries are not counted.
+    pub fn rebuild_skipping(
+        self,
+        min_gen: Option<i64>,
+        next_seq: u64,
+        skip: BTreeSet<i64>,
+        build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
+    ) -> Result<(Store, Loaded), StateError> {
+        self.rebuild_reopening_every(REOPEN_EVERY_BYTES, min_gen, next_seq, skip, build)
+    }
+
+    /// `rebuild_skipping`, opening the store afresh after every `every_bytes` read.
     pub(super) fn rebuild_reopening_every(
         self,
         every_bytes: usize,
         min_gen: Option<i64>,
         next_seq: u64,
+        skip: BTreeSet<i64>,
         build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
     ) -> Result<(Store, Loaded), StateError> {
         if let Some(m) = min_gen {
             guarded(&self.path, || self.remove_generations_below(m))?;
         }
         let mut gens = Generations::over(Held::Owned(Some(self), every_bytes), None, next_seq);
+        gens.skip = skip;
         let mut failed = None;
         let built = build(
             &mut gens

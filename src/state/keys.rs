@@ -32,3 +32,12 @@ pub(super) fn key_generation(k: &[u8]) -> i64 {
     g.copy_from_slice(&k[..8.min(k.len())]);
     (u64::from_be_bytes(g) ^ (1 << 63)) as i64
 }
+
+/// The first sequence number (or chunk number) of the chunk a key belongs to.
+pub(super) fn chunk_seq(k: &[u8]) -> u64 {
+    let mut s = [0u8; 8];
+    if let Some(b) = k.get(8..16) {
+        s.copy_from_slice(b);
+    }
+    u64::from_be_bytes(s)
+}

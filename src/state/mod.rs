@@ -6,6 +6,7 @@
 //! sled never sits on the per-post query path. Reading it back, generation by generation, is in
 //! `generations`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -13,13 +14,14 @@ use serde::{Deserialize, Serialize};
 mod config;
 mod generations;
 mod keys;
+pub mod sealed;
 
 pub use config::StateConfig;
 pub use generations::{Generations, Loaded};
 
 use crate::index::entry::DecodeError;
 use crate::index::Entry;
-use keys::{entry_key, piece_key, PIECE_BYTES};
+use keys::{chunk_seq, entry_key, key_generation, piece_key, PIECE_BYTES};
 
 const KEY_CHECKPOINT: &[u8] = b"checkpoint";
 const KEY_ANALYSIS: &[u8] = b"analysis_id";
@@ -402,9 +404,47 @@ impl Store {
         self.commit_with(changes, cp, expired_below, Some(chunk))
     }
 
-    /// Deletes every stored entry (the checkpoint record stays until the next commit).
+    /// Deletes every stored entry (the checkpoint record stays until the next commit), and the
+    /// sealed generation files kept beside them (`sealed`).
     pub fn clear_entries(&self) -> Result<(), StateError> {
+        sealed::SealedDir::of(&self.path)
+            .clear()
+            .map_err(|e| StateError::Damaged {
+                path: self.path.clone(),
+                detail: format!("its sealed generation files cannot be removed: {e}"),
+            })?;
         guarded(&self.path, || self.remove_generations_below(i64::MAX))
+    }
+
+    /// Per stored generation, the key of its last committed chunk piece (its chunk's first
+    /// sequence number below `next_seq`, as `rebuild` keeps them): it changes with every commit
+    /// that adds to the generation (`sealed`). One seek or so per generation.
+    pub fn last_keys(&self, next_seq: u64) -> Result<BTreeMap<i64, Vec<u8>>, StateError> {
+        guarded(&self.path, || {
+            let mut out = BTreeMap::new();
+            let mut from = Vec::new();
+            while let Some(first) = self.entries.range(from.clone()..).keys().next() {
+                let gen = key_generation(&first?);
+                let start = entry_key(gen, 0).to_vec();
+                let next = gen.checked_add(1).map(|n| entry_key(n, 0).to_vec());
+                let mut keys = match &next {
+                    Some(n) => self.entries.range(start..n.clone()).keys(),
+                    None => self.entries.range(start..).keys(),
+                };
+                while let Some(k) = keys.next_back() {
+                    let k = k?;
+                    if chunk_seq(&k) < next_seq {
+                        out.insert(gen, k.to_vec());
+                        break;
+                    }
+                }
+                match next {
+                    Some(n) => from = n,
+                    None => break,
+                }
+            }
+            Ok(out)
+        })
     }
 
     fn commit_with(

@@ -317,7 +317,7 @@ fn a_rebuild_opening_its_store_afresh_as_it_reads_reads_what_a_plain_read_does()
     assert_eq!(want.iter().map(|g| g.0).collect::<Vec<_>>(), [1, 2, 3]);
     let mut got = Vec::new();
     let (store, loaded) = store
-        .rebuild_reopening_every(1, Some(1), 6000, |gens| {
+        .rebuild_reopening_every(1, Some(1), 6000, Default::default(), |gens| {
             got.extend(gens.map(seqs));
             Ok(())
         })

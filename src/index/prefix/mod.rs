@@ -164,6 +164,32 @@ impl PrefixPostings {
         self.keys.take()
     }
 
+    /// Puts back a dictionary moved out (a generation read back whole, `snapshot`).
+    pub(in crate::index) fn put_dictionary(&mut self, dict: Ranks) {
+        self.keys = Some(dict);
+    }
+
+    /// Writes the lists (`snapshot`); the dictionary goes separately, wherever it is kept.
+    pub(in crate::index) fn write_to(
+        &self,
+        out: &mut super::snapshot::Out<'_>,
+    ) -> std::io::Result<()> {
+        out.u64(self.postings as u64)?;
+        out.slice(&self.run)
+    }
+
+    /// The lists `write_to` wrote, without a dictionary (`put_dictionary`).
+    pub(in crate::index) fn read_from(
+        r: &mut super::snapshot::In<'_>,
+    ) -> std::io::Result<PrefixPostings> {
+        let postings = r.u64()? as usize;
+        Ok(PrefixPostings {
+            keys: None,
+            run: r.vec()?,
+            postings,
+        })
+    }
+
     /// `f(gram, rank_of(gram))` for each of `grams`, their lookups overlapping (`Ranks::get_all`).
     #[inline]
     pub fn rank_all(&self, grams: &[Gram], mut f: impl FnMut(Gram, (u32, u32))) {

@@ -202,6 +202,7 @@ pub fn run(
     }
     let resume = resumable(job, &cp);
     let mut summary = Summary::default();
+    let mut restored_from = None;
     if let Some(s) = store.take() {
         let t = Instant::now();
         let marks = if cp.window_marks.is_empty() {
@@ -212,16 +213,24 @@ pub fn run(
         let min_gen = crate::engine::min_live_generation(engine.window(), marks);
         // Generations are read one at a time and built in parallel while the next is read.
         engine.restore_window_marks(marks);
-        let (s, loaded) = s.rebuild(min_gen, cp.next_seq, |gens| {
-            engine.restore(cp.watermarks.clone(), gens, crate::state::restore_threads())
-        })?;
+        let opts = crate::io::restore::RestoreOptions {
+            min_gen,
+            next_seq: cp.next_seq,
+            threads: crate::state::restore_threads(),
+            keep_sealed: cfg.state.keep_sealed,
+        };
+        let (s, restored) =
+            crate::io::restore::restore(s, &mut engine, cp.watermarks.clone(), opts)?;
+        let restored = restored_from.insert(restored);
         store = Some(s);
-        summary.restored_entries = loaded.entries;
+        summary.restored_entries = restored.entries();
         summary.restore_secs = t.elapsed().as_secs_f64();
         tracing::info!(
             entries = summary.restored_entries,
-            discarded = loaded.discarded,
-            store_reopens = loaded.reopens,
+            sealed_loaded = restored.sealed_loaded.1,
+            discarded = restored.loaded.discarded,
+            store_reopens = restored.loaded.reopens,
+            sealed_writing = restored.sealed_writing,
             secs = summary.restore_secs,
             "state restored"
         );
@@ -325,6 +334,10 @@ pub fn run(
     proc.flush_metrics();
     if let Some(pb) = pb {
         pb.finish_and_clear();
+    }
+    // The generations a restart wrote whole are durable before the run ends.
+    if let Some(r) = restored_from.as_mut() {
+        r.finish_writes();
     }
     summary.completed = completed;
     summary.index_entries = proc.engine().index().len();

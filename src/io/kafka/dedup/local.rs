@@ -97,18 +97,30 @@ impl LocalState {
 
     /// Rebuilds `engine`'s index from the stored entries (after `open` found a checkpoint),
     /// opening the store afresh as it reads (`Store::rebuild`).
-    pub(super) fn restore(mut self, engine: &mut Engine) -> Result<LocalState, KafkaError> {
+    /// With `keep_sealed` (`state.keep_sealed`), sealed generations kept whole are loaded and
+    /// those rebuilt written whole (`io::restore`); they are made durable in the background
+    /// while the worker runs (a worker stopped before leaves them to its next start).
+    pub(super) fn restore(
+        mut self,
+        engine: &mut Engine,
+        keep_sealed: bool,
+    ) -> Result<LocalState, KafkaError> {
         let t = Instant::now();
-        let (store, loaded) = self
-            .store
-            .rebuild(None, u64::MAX, |gens| {
-                engine.restore(Default::default(), gens, crate::state::restore_threads())
-            })
-            .map_err(state_err)?;
+        let opts = crate::io::restore::RestoreOptions {
+            min_gen: None,
+            next_seq: u64::MAX,
+            threads: crate::state::restore_threads(),
+            keep_sealed,
+        };
+        let (store, restored) =
+            crate::io::restore::restore(self.store, engine, Default::default(), opts)
+                .map_err(state_err)?;
         self.store = store;
         tracing::info!(
-            entries = loaded.entries,
-            store_reopens = loaded.reopens,
+            entries = restored.entries(),
+            sealed_loaded = restored.sealed_loaded.1,
+            sealed_writing = restored.sealed_writing,
+            store_reopens = restored.loaded.reopens,
             changelog_offset = self.changelog_offset,
             secs = t.elapsed().as_secs_f64(),
             "local state restored"

@@ -198,7 +198,7 @@ pub fn run(
     let t = Instant::now();
     changelog::assign(&c.reader, &k.changelog_topic, from)?;
     let local = match local {
-        Some(l) if checkpointed => Some(l.restore(&mut engine)?),
+        Some(l) if checkpointed => Some(l.restore(&mut engine, cfg.state.keep_sealed)?),
         l => l,
     };
     let mut w = Worker {

@@ -1,0 +1,220 @@
+//! A start from a state dir: generations kept whole beside the store (`state::sealed`) are loaded
+//! as they are, the others rebuilt from the stored entries (`Store::rebuild_skipping`), and the
+//! sealed ones just rebuilt written whole for the next start, by their builders as soon as each
+//! is built, made durable in the background. The files are a cache: one that cannot be read or
+//! written is logged and left to sled, never a failed start.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufReader, Seek, SeekFrom};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Instant;
+
+use crate::engine::Engine;
+use crate::index::cold::ColdFactory;
+use crate::index::{Built, SealedGeneration};
+use crate::state::sealed::{Pending, SealedDir, Usable, HEADER_BYTES};
+use crate::state::{Loaded, StateError, Store};
+
+/// Generations with fewer entries are not written whole: they rebuild in milliseconds.
+const MIN_WRITTEN_ENTRIES: usize = 1024;
+
+/// What a start restored.
+#[derive(Debug, Default)]
+pub struct Restored {
+    /// What was read from sled (the generations loaded whole not included).
+    pub loaded: Loaded,
+    /// Generations loaded whole, and their entries.
+    pub sealed_loaded: (usize, usize),
+    /// Generations being written whole for the next start (`finish_writes`).
+    pub sealed_writing: usize,
+    /// The thread that makes them durable and moves them into place.
+    writer: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl Restored {
+    /// Entries restored in all.
+    pub fn entries(&self) -> usize {
+        self.loaded.entries + self.sealed_loaded.1
+    }
+
+    /// Waits until the generations written whole are in place (they are synced to disk in the
+    /// background while the run goes on); returns how many are.
+    pub fn finish_writes(&mut self) -> usize {
+        let t = Instant::now();
+        let done = self
+            .writer
+            .take()
+            .map_or(0, |w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        if done > 0 {
+            tracing::info!(
+                generations = done,
+                waited_secs = t.elapsed().as_secs_f64(),
+                "sealed generations kept for the next start"
+            );
+        }
+        done
+    }
+}
+
+/// How a start treats the sealed generation files.
+#[derive(Clone, Copy, Debug)]
+pub struct RestoreOptions {
+    /// Generations below this one are dropped.
+    pub min_gen: Option<i64>,
+    /// Stored entries at or past this sequence number were never committed.
+    pub next_seq: u64,
+    /// Generations built at once.
+    pub threads: usize,
+    /// Load and write the files (`state.keep_sealed`); without it they are removed.
+    pub keep_sealed: bool,
+}
+
+/// Restores `engine`'s index from `store` (see the module documentation), with `watermarks` as
+/// `Engine::restore` takes them; returns the store, opened afresh (`Store::rebuild`). Each
+/// generation rebuilt but the newest is written whole by its builder as soon as it is built;
+/// a background thread makes the files durable (`Restored::finish_writes`).
+pub fn restore(
+    store: Store,
+    engine: &mut Engine,
+    watermarks: BTreeMap<u32, i64>,
+    opts: RestoreOptions,
+) -> Result<(Store, Restored), StateError> {
+    let dir = SealedDir::of(store.path());
+    if !opts.keep_sealed {
+        if let Err(e) = dir.clear() {
+            tracing::warn!(dir = %dir.path().display(), error = %e, "cannot remove the sealed generation files");
+        }
+        let (store, loaded) = store.rebuild(opts.min_gen, opts.next_seq, |gens| {
+            engine.restore(watermarks, gens, opts.threads)
+        })?;
+        let done = Restored {
+            loaded,
+            ..Restored::default()
+        };
+        return Ok((store, done));
+    }
+    let digest = engine.index().sealed_digest();
+    let last_keys = store.last_keys(opts.next_seq)?;
+    let mut done = Restored::default();
+    let t = Instant::now();
+    let found = dir.usable(digest, opts.min_gen, |gen| Ok(last_keys.get(&gen).cloned()));
+    let found = found.unwrap_or_else(|e| {
+        tracing::warn!(dir = %dir.path().display(), error = %e, "cannot read the sealed generation files: every generation is rebuilt from the store");
+        Vec::new()
+    });
+    let read = read_all(found, engine.index().cold_factory().as_ref(), opts.threads);
+    // Those not adopted (below the window) are rebuilt from sled, which drops them too.
+    drop(engine.adopt_sealed(read));
+    let mut skip = BTreeSet::new();
+    for (gen, entries) in engine.index().generation_sizes() {
+        skip.insert(gen);
+        done.sealed_loaded.0 += 1;
+        done.sealed_loaded.1 += entries;
+    }
+    if !skip.is_empty() {
+        tracing::info!(
+            generations = done.sealed_loaded.0,
+            entries = done.sealed_loaded.1,
+            secs = t.elapsed().as_secs_f64(),
+            "sealed generations loaded"
+        );
+    }
+    let newest = last_keys.keys().next_back().copied();
+    let (tx, rx) = mpsc::channel::<Pending>();
+    let tx = Mutex::new(tx);
+    let writing = AtomicUsize::new(0);
+    let keep = |b: Built<'_>| {
+        let gen = b.gen();
+        if Some(gen) == newest || b.len() < MIN_WRITTEN_ENTRIES {
+            return;
+        }
+        let Some(key) = last_keys.get(&gen).cloned() else {
+            return;
+        };
+        let wrote = dir.write(
+            gen,
+            digest,
+            key,
+            |w| b.write_arrays(w),
+            |w| b.write_cold(w),
+        );
+        match wrote {
+            Ok(Some(p)) => {
+                writing.fetch_add(1, Ordering::Relaxed);
+                if let Ok(tx) = tx.lock() {
+                    let _ = tx.send(p);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => write_failed(gen, &dir, &e),
+        }
+    };
+    let writer_dir = dir.clone();
+    done.writer = Some(std::thread::spawn(move || {
+        let mut n = 0;
+        for p in rx {
+            let gen = p.gen();
+            match p.finish() {
+                Ok(_) => n += 1,
+                Err(e) => write_failed(gen, &writer_dir, &e),
+            }
+        }
+        n
+    }));
+    let (store, loaded) = store.rebuild_skipping(opts.min_gen, opts.next_seq, skip, |gens| {
+        engine.restore_keeping(watermarks, gens, opts.threads, Some(&keep))
+    })?;
+    drop(tx);
+    done.loaded = loaded;
+    done.sealed_writing = writing.into_inner();
+    Ok((store, done))
+}
+
+fn write_failed(gen: i64, dir: &SealedDir, e: &std::io::Error) {
+    tracing::warn!(gen, dir = %dir.path().display(), error = %e, "cannot write a sealed generation: the next start rebuilds it from the store");
+}
+
+/// Reads the usable files, up to `threads` at once; a file that does not read back is removed
+/// and its generation left to sled.
+fn read_all(found: Vec<Usable>, cold: &dyn ColdFactory, threads: usize) -> Vec<SealedGeneration> {
+    let queue = Mutex::new(found);
+    let read = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let Some(u) = queue.lock().ok().and_then(|mut q| q.pop()) else {
+                    break;
+                };
+                match read_one(&u, cold) {
+                    Ok(g) => read.lock().unwrap_or_else(|p| p.into_inner()).push(g),
+                    Err(e) => {
+                        tracing::warn!(file = %u.path.display(), error = %e, "a sealed generation file does not read back: its generation is rebuilt from the store");
+                        let _ = std::fs::remove_file(&u.path);
+                    }
+                }
+            });
+        }
+    });
+    read.into_inner().unwrap_or_else(|p| p.into_inner())
+}
+
+fn read_one(u: &Usable, cold: &dyn ColdFactory) -> std::io::Result<SealedGeneration> {
+    let h = &u.header;
+    let records = cold.load(
+        h.gen,
+        u.file.try_clone()?,
+        h.cold_offset(),
+        h.arrays.cold_bytes,
+    )?;
+    let mut r = BufReader::with_capacity(1 << 20, u.file.try_clone()?);
+    r.seek(SeekFrom::Start(HEADER_BYTES))?;
+    let g = SealedGeneration::read(h.gen, &mut r, h.arrays.bytes, h.arrays.hash, records)?;
+    if g.len() as u64 != h.arrays.entries {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "it holds another number of entries than its header says",
+        ));
+    }
+    Ok(g)
+}
