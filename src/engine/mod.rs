@@ -12,9 +12,8 @@ use crate::hist::Hist;
 use crate::index::entry::DecodeError;
 use crate::index::grams::{distinct_bigrams, Gram};
 use crate::index::{
-    Built, SealedGeneration,
-    Entry, EntryRef, Found, Index, IndexConfig, LayoutError, OrderKey, Packed, Query, QueryStats,
-    Scratch, Visibility,
+    Built, Entry, EntryRef, Found, Index, IndexConfig, LayoutError, OrderKey, Packed, Query,
+    QueryStats, Scratch, SealedGeneration, Visibility,
 };
 use crate::text::memo::SegmentMemo;
 use crate::text::normalize::{Normalizer, Removed};

@@ -42,8 +42,13 @@ pub trait ColdFactory: Send + Sync {
     /// A store for generation `gen` holding the `len` bytes of records at `offset` in `file`
     /// (a generation written out whole, `ColdStore::copy_to`), to which more can be appended.
     /// The file must not change while the store lives.
-    fn load(&self, gen: i64, file: File, offset: u64, len: u64)
-        -> std::io::Result<Box<dyn ColdStore>>;
+    fn load(
+        &self,
+        gen: i64,
+        file: File,
+        offset: u64,
+        len: u64,
+    ) -> std::io::Result<Box<dyn ColdStore>>;
 }
 
 /// Records kept in one growing buffer.

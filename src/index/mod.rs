@@ -22,8 +22,8 @@ pub mod prefix;
 mod ranks;
 mod sealed_table;
 mod segment;
-pub mod snapshot;
 pub mod slots;
+pub mod snapshot;
 pub mod store;
 pub mod tables;
 
@@ -40,9 +40,9 @@ pub use find::Found;
 use grams::Gram;
 pub use inspect::{SegmentShape, Sources};
 pub use packed::Packed;
-pub use snapshot::{Built, SealedGeneration, Written};
 use postings::Postings;
 use segment::Segment;
+pub use snapshot::{Built, SealedGeneration, Written};
 pub use tables::{LayoutError, TableLayout};
 
 use crate::hist::Hist;

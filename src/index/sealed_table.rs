@@ -97,7 +97,10 @@ impl SealedTable {
             && self.starts.len() == (1usize << self.dir_bits) + 1
             && self.slots.len() == self.frags.len()
             && self.starts.first() == Some(&0)
-            && self.starts.last().is_some_and(|&e| e as usize == self.slots.len());
+            && self
+                .starts
+                .last()
+                .is_some_and(|&e| e as usize == self.slots.len());
         shaped
             && self.starts.windows(2).all(|w| w[0] <= w[1])
             && self.slots.iter().all(|&s| (s as usize) < slots)

@@ -108,7 +108,9 @@ impl SlotTable {
         let held = buckets.iter().filter(|&&b| b != EMPTY).count();
         let shaped = buckets.is_empty() || buckets.len().is_power_of_two();
         if !shaped || held != len || len * 4 > buckets.len() * 3 {
-            return Err(super::snapshot::invalid("its exact-text table is malformed"));
+            return Err(super::snapshot::invalid(
+                "its exact-text table is malformed",
+            ));
         }
         Ok(SlotTable { buckets, len })
     }

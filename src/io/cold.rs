@@ -317,4 +317,52 @@ mod tests {
         let got = s.read(offsets[k], want.len() as u32, &mut buf).unwrap();
         assert_eq!(got, &want[..]);
     }
+
+    // Records copied out and loaded from their file read back the same, before and after
+    // records appended since, and copy out again whole; in memory as on file.
+    #[test]
+    fn loaded_records_read_back_and_take_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let spill = FileColdFactory::new(&dir.path().join("spill")).unwrap();
+        let record = |i: usize| format!("record {i} {}", "y".repeat(i % 70));
+        let mut s = spill.create(1);
+        let mut offsets = Vec::new();
+        while (s.len() as usize) < 3 * BUFFER {
+            offsets.push(s.len());
+            s.append(record(offsets.len() - 1).as_bytes());
+        }
+        // Copied behind 7 bytes of something else, as a sealed generation file has its arrays.
+        let path = dir.path().join("gen-1.sealed");
+        let mut out = std::fs::File::create(&path).unwrap();
+        out.write_all(b"arrays!").unwrap();
+        assert_eq!(s.copy_to(&mut out).unwrap(), s.len());
+        drop(out);
+        let factories: [Arc<dyn ColdFactory>; 2] = [spill, crate::index::cold::in_memory()];
+        for f in factories {
+            let file = File::open(&path).unwrap();
+            let mut l = f.load(1, file, 7, s.len()).unwrap();
+            assert_eq!(l.len(), s.len());
+            for i in 0..2000 {
+                offsets.push(l.len());
+                l.append(record(offsets.len() - 1).as_bytes());
+                if i == 0 {
+                    assert_eq!(offsets.last(), Some(&s.len()));
+                }
+            }
+            let mut buf = Vec::new();
+            for (i, &o) in offsets.iter().enumerate() {
+                let want = record(i);
+                let got = l.read(o, want.len() as u32, &mut buf).unwrap();
+                assert_eq!(got, want.as_bytes(), "record {i}");
+            }
+            let mut again = Vec::new();
+            assert_eq!(l.copy_to(&mut again).unwrap(), l.len());
+            let all: String = (0..offsets.len()).map(record).collect();
+            assert_eq!(again, all.as_bytes());
+            offsets.truncate(offsets.len() - 2000);
+            // Records past the file's end are refused when loading.
+            let file = File::open(&path).unwrap();
+            assert!(f.load(1, file, 8, s.len()).is_err());
+        }
+    }
 }

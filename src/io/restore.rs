@@ -42,10 +42,9 @@ impl Restored {
     /// background while the run goes on); returns how many are.
     pub fn finish_writes(&mut self) -> usize {
         let t = Instant::now();
-        let done = self
-            .writer
-            .take()
-            .map_or(0, |w| w.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        let done = self.writer.take().map_or(0, |w| {
+            w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        });
         if done > 0 {
             tracing::info!(
                 generations = done,
@@ -132,13 +131,7 @@ pub fn restore(
         let Some(key) = last_keys.get(&gen).cloned() else {
             return;
         };
-        let wrote = dir.write(
-            gen,
-            digest,
-            key,
-            |w| b.write_arrays(w),
-            |w| b.write_cold(w),
-        );
+        let wrote = dir.write(gen, digest, key, |w| b.write_arrays(w), |w| b.write_cold(w));
         match wrote {
             Ok(Some(p)) => {
                 writing.fetch_add(1, Ordering::Relaxed);

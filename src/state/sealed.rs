@@ -342,7 +342,11 @@ mod tests {
             .unwrap();
         assert_eq!(&cold, b"cold");
         // Generation 8 gained a chunk: its file goes, 7's stays.
-        let moved = |g: i64| Ok(Some(format!("key-{g}{}", if g == 8 { "b" } else { "" }).into()));
+        let moved = |g: i64| {
+            Ok(Some(
+                format!("key-{g}{}", if g == 8 { "b" } else { "" }).into(),
+            ))
+        };
         let found = dir.usable(42, None, moved).unwrap();
         assert_eq!(found.iter().map(|u| u.header.gen).collect::<Vec<_>>(), [7]);
         assert!(!dir.file_of(8).exists());
@@ -391,7 +395,10 @@ mod tests {
             .unwrap();
         assert!(unfinished.is_some());
         // Not usable before it is finished, and gone once dropped unfinished.
-        assert!(dir.usable(1, None, |_| Ok(Some(b"k".to_vec()))).unwrap().is_empty());
+        assert!(dir
+            .usable(1, None, |_| Ok(Some(b"k".to_vec())))
+            .unwrap()
+            .is_empty());
         let unfinished = dir
             .write(
                 5,

@@ -335,3 +335,41 @@ fn a_rebuild_opening_its_store_afresh_as_it_reads_reads_what_a_plain_read_does()
         .unwrap();
     assert_eq!(store.load(None, 6004).unwrap().entries, 4504);
 }
+
+// A generation's last committed key changes with each commit that adds to it, not with commits
+// to other generations, and ignores chunks never checkpointed; a rebuild that skips generations
+// reads none of their entries and reads the others as a full one does.
+#[test]
+fn last_keys_follow_commits_and_a_rebuild_skips_what_it_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path(), &id("a"), 1 << 20).unwrap();
+    let batch = |seqs| entries(seqs, |i| i64::try_from(i % 3).unwrap() + 5);
+    store
+        .commit(&batch(0..3000), &checkpoint(3000), None)
+        .unwrap();
+    let first = store.last_keys(3000).unwrap();
+    assert_eq!(first.keys().copied().collect::<Vec<_>>(), [5, 6, 7]);
+    // Generation 6 alone gains a chunk.
+    store
+        .commit(&[(6, entry("x", 3000))], &checkpoint(3001), None)
+        .unwrap();
+    let second = store.last_keys(3001).unwrap();
+    assert_eq!(second[&5], first[&5]);
+    assert_eq!(second[&7], first[&7]);
+    assert_ne!(second[&6], first[&6]);
+    // A chunk written after the last checkpoint does not count.
+    store
+        .commit(&[(7, entry("y", 3001))], &checkpoint(3001), None)
+        .unwrap();
+    assert_eq!(store.last_keys(3001).unwrap(), second);
+    assert_ne!(store.last_keys(3002).unwrap()[&7], second[&7]);
+    let mut got = Vec::new();
+    let (_, loaded) = store
+        .rebuild_skipping(None, 3001, [6].into(), |gens| {
+            got.extend(gens.map(|(g, p)| (g, p.len())));
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!(got, [(5, 1000), (7, 1000)]);
+    assert_eq!((loaded.entries, loaded.discarded), (2000, 1));
+}

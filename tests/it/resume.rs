@@ -122,3 +122,110 @@ fn killed_run_resumes_with_identical_outputs() {
         );
     }
 }
+
+/// `n` posts from `first` on, 12 s apart, of distinct texts (random CJK characters), every fifth
+/// one from `first + 5` on a light edit of post `echo(i)`.
+fn varied_posts(path: &Path, first: usize, n: usize, echo: impl Fn(usize) -> usize) {
+    let text = |i: usize| -> String {
+        let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (0..20 + i % 40)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from_u32(0x4E00 + (x % 2000) as u32).unwrap()
+            })
+            .collect()
+    };
+    let mut out = String::new();
+    for i in first..first + n {
+        let body = if i >= first + 5 && i % 5 == 0 {
+            format!("{}了", text(echo(i)))
+        } else {
+            text(i)
+        };
+        let t = 1_700_000_000 + 12 * i as i64;
+        let post = serde_json::json!({"id": format!("v{i}"), "text": body, "created_at": t});
+        out.push_str(&format!("{post}\n"));
+    }
+    std::fs::write(path, out).unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+// A restart writes the sealed generations it rebuilt whole, and a later start from the same
+// stored state loads them instead: both decide the next posts exactly as a start that rebuilds
+// every generation from sled. (That a file is not used once its generation changed is the
+// state module's unit tests'.)
+#[test]
+fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    // About 1,800 posts per 6-hour generation: a partial one (too small to write), three full
+    // ones, then the growing one.
+    varied_posts(&a, 0, 6000, |i| i - 5);
+    // Later posts, half of them edits of posts in the first generations.
+    varied_posts(&b, 6000, 1000, |i| (i * 7) % 5000);
+    let state = dir.path().join("state");
+    run_ok(Outs::in_dir(dir.path(), "a").command(&a, Some(&state)));
+    let before = dir.path().join("before");
+    copy_dir(&state, &before);
+    let run = |name: &str, state: &Path, keep: bool| {
+        let outs = Outs::in_dir(dir.path(), name);
+        let mut c = outs.command(&b, Some(state));
+        c.arg("--no-resume")
+            .env("SIMDEDUP_STATE__KEEP_SEALED", keep.to_string());
+        let log = String::from_utf8_lossy(&run_ok(c).stderr).into_owned();
+        (
+            std::fs::read(&outs.unique).unwrap(),
+            std::fs::read(&outs.dups).unwrap(),
+            log,
+        )
+    };
+    let rebuilt_dir = dir.path().join("rebuilt");
+    copy_dir(&before, &rebuilt_dir);
+    let rebuilt = run("rebuilt", &rebuilt_dir, false);
+    assert!(!rebuilt_dir.join("sealed").exists());
+    let dups = read_jsonl(&dir.path().join("rebuilt-dups.jsonl"));
+    let old = dups.iter().filter(|d| {
+        d["cluster_id"]
+            .as_str()
+            .and_then(|c| c[1..].parse::<usize>().ok())
+            < Some(3600)
+    });
+    assert!(old.count() > 50, "matches in the older generations");
+    // The first start writes them.
+    let writing = run("writing", &state, true);
+    assert!(writing.2.contains("sealed_writing=3"), "{}", writing.2);
+    assert_eq!((&writing.0, &writing.1), (&rebuilt.0, &rebuilt.1));
+    // A start from the state before, with those files: loaded, same verdicts.
+    let loading_dir = dir.path().join("loading");
+    copy_dir(&before, &loading_dir);
+    copy_dir(&state.join("sealed"), &loading_dir.join("sealed"));
+    let loading = run("loading", &loading_dir, true);
+    assert!(
+        loading
+            .2
+            .contains("sealed generations loaded generations=3"),
+        "{}",
+        loading.2
+    );
+    assert_eq!((&loading.0, &loading.1), (&rebuilt.0, &rebuilt.1));
+    // The posts since joined the growing generation only: the next start loads the same three.
+    let again = run("again", &state, true);
+    assert!(
+        again.2.contains("sealed generations loaded generations=3"),
+        "{}",
+        again.2
+    );
+}

@@ -7,8 +7,16 @@ use crate::types::{EventTime, Fingerprint, PostId};
 use crate::verify::VerifyConfig;
 
 const CLAUSES: [&str; 10] = [
-    "今天天气很好", "我们去公园散步", "明天可能下雨", "记得带伞", "北京的交通",
-    "越来越堵了", "周末一起吃饭吧", "这家店的面条", "非常好吃", "排队的人很多",
+    "今天天气很好",
+    "我们去公园散步",
+    "明天可能下雨",
+    "记得带伞",
+    "北京的交通",
+    "越来越堵了",
+    "周末一起吃饭吧",
+    "这家店的面条",
+    "非常好吃",
+    "排队的人很多",
 ];
 
 /// Entry `i` of generation `gen`: texts of a few shared clauses, so that many are near
@@ -30,7 +38,9 @@ fn entry(gen: i64, i: u64) -> Entry {
         fingerprint: Fingerprint(x & 0xFFFF_0000_FFFF_00FF),
         text_hash: xxhash_rust::xxh3::xxh3_64(text.as_bytes()),
         chars: text.chars().collect(),
-        tokens: (0..(x % 9) as u32).map(|t| t * 31 + (x as u32 % 5)).collect(),
+        tokens: (0..(x % 9) as u32)
+            .map(|t| t * 31 + (x as u32 % 5))
+            .collect(),
     }
 }
 
@@ -60,7 +70,12 @@ fn written(idx: &Index, gen: i64) -> (Vec<u8>, Written, std::fs::File) {
     (arrays, w, file)
 }
 
-fn read(gen: i64, arrays: &[u8], w: &Written, file: &std::fs::File) -> io::Result<SealedGeneration> {
+fn read(
+    gen: i64,
+    arrays: &[u8],
+    w: &Written,
+    file: &std::fs::File,
+) -> io::Result<SealedGeneration> {
     let cold = cold::in_memory().load(gen, file.try_clone()?, 0, w.cold_bytes)?;
     SealedGeneration::read(gen, &mut &arrays[..], w.bytes, w.hash, cold)
 }
@@ -110,9 +125,10 @@ fn generations_read_back_answer_as_the_ones_written() {
         .collect();
     assert!(b.adopt(gens).is_empty());
     assert_eq!(b.len(), a.len());
-    assert!(a.entries().map(|(r, e)| format!("{r:?} {e:?}")).eq(b
+    assert!(a
         .entries()
-        .map(|(r, e)| format!("{r:?} {e:?}"))));
+        .map(|(r, e)| format!("{r:?} {e:?}"))
+        .eq(b.entries().map(|(r, e)| format!("{r:?} {e:?}"))));
     let found = answers(&a);
     assert!(found.iter().filter(|f| f.is_some()).count() > 50);
     assert_eq!(found, answers(&b));
@@ -135,7 +151,10 @@ fn a_generation_held_already_is_handed_back() {
     let (arrays, w, file) = written(&a, 4);
     let mut b = restored();
     let back = b.adopt(vec![read(4, &arrays, &w, &file).unwrap()]);
-    assert_eq!(back.iter().map(SealedGeneration::gen).collect::<Vec<_>>(), [4]);
+    assert_eq!(
+        back.iter().map(SealedGeneration::gen).collect::<Vec<_>>(),
+        [4]
+    );
     assert_eq!(b.len(), a.len());
 }
 
@@ -147,11 +166,22 @@ fn damaged_arrays_are_refused() {
     for at in [0, 9, arrays.len() / 3, arrays.len() / 2, arrays.len() - 1] {
         let mut bad = arrays.clone();
         bad[at] ^= 0x10;
-        let e = read(6, &bad, &w, &file).err().expect("a flipped byte is refused");
+        let e = read(6, &bad, &w, &file)
+            .err()
+            .expect("a flipped byte is refused");
         assert_eq!(e.kind(), io::ErrorKind::InvalidData, "byte {at}");
     }
     let cut = &arrays[..arrays.len() - 5];
-    assert!(read(6, cut, &Written { bytes: cut.len() as u64, ..w }, &file).is_err());
+    assert!(read(
+        6,
+        cut,
+        &Written {
+            bytes: cut.len() as u64,
+            ..w
+        },
+        &file
+    )
+    .is_err());
     assert!(read(6, cut, &w, &file).is_err());
     let short = Written {
         cold_bytes: w.cold_bytes - 1,
@@ -176,5 +206,10 @@ fn the_digest_follows_the_settings() {
         edit_similarity: 0.5,
         ..VerifyConfig::default()
     };
-    assert_ne!(base, Index::new(IndexConfig::default(), verify).unwrap().sealed_digest());
+    assert_ne!(
+        base,
+        Index::new(IndexConfig::default(), verify)
+            .unwrap()
+            .sealed_digest()
+    );
 }
