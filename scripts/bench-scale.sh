@@ -3,9 +3,10 @@
 # weibo-rumdect clauses of dev-split events (none of the labelled dev stream's events or posts)
 # is streamed into one engine until its 48-hour window holds the target number of live entries;
 # then the labelled dev stream, re-timed into the window, is interleaved with more background,
-# and finally the window is committed to sled and a restart (load + index rebuild) is timed.
+# and finally the window is committed to sled and a restart (load + index rebuild) is timed,
+# then a second one that loads the sealed generations the first wrote whole (`state.keep_sealed`).
 # Prints a line per checkpoint (1M, 5M, 10M, 20M live entries by default), the dev posts' score
-# next to dev alone, the dev posts matched to background posts, and the restart time. Needs
+# next to dev alone, the dev posts matched to background posts, and the restart times. Needs
 # ../shared (data and benchmark) beside the repository, python3, gzip.
 #
 #   scripts/bench-scale.sh                       # 1M live entries (a few minutes)
@@ -105,5 +106,8 @@ if "restart" in run:
     print(f"\nrestart from sled: {x['committed']:,} entries committed in {x['commit_secs']:.1f} s "
           f"({x['disk_bytes']/1e6:,.0f} MB on disk); open {x['load_secs']:.1f} s + read and rebuild "
           f"{x['restore_secs']:.1f} s = {x['restart_secs']:.1f} s on {x.get('threads', 1)} threads")
+    if x.get("sealed_restart_secs") is not None:
+        print(f"restart with the {x['sealed_written']} sealed generations that restart wrote whole: "
+              f"{x['sealed_restart_secs']:.1f} s ({x['sealed_loaded']:,} entries loaded whole, the rest from sled)")
 print(f"\nfull summary: {out}/run.json")
 PY

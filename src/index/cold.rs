@@ -30,8 +30,30 @@ pub trait ColdStore: Send {
     /// Bytes held in process memory.
     fn memory_bytes(&self) -> usize;
 
-    /// Copies every record appended, in order, to `w`; their length (`len`).
-    fn copy_to(&self, w: &mut dyn Write) -> std::io::Result<u64>;
+    /// The records appended so far, to be copied out later, on another thread, while this
+    /// store goes on taking more (`ColdCopy`).
+    fn detach(&self) -> std::io::Result<Box<dyn ColdCopy>>;
+}
+
+/// The records a store held when it was detached (`ColdStore::detach`).
+pub trait ColdCopy: Send {
+    /// Copies them, in order, to `w`; their length.
+    fn copy_to(&mut self, w: &mut dyn Write) -> std::io::Result<u64>;
+}
+
+/// Records copied out of memory.
+struct Bytes(Vec<u8>);
+
+impl ColdCopy for Bytes {
+    fn copy_to(&mut self, w: &mut dyn Write) -> std::io::Result<u64> {
+        w.write_all(&self.0)?;
+        Ok(self.0.len() as u64)
+    }
+}
+
+/// Bytes held in memory, as a `ColdCopy`.
+pub fn bytes_copy(b: Vec<u8>) -> Box<dyn ColdCopy> {
+    Box::new(Bytes(b))
 }
 
 /// Makes the store of each new generation.
@@ -40,7 +62,7 @@ pub trait ColdFactory: Send + Sync {
     fn create(&self, gen: i64) -> Box<dyn ColdStore>;
 
     /// A store for generation `gen` holding the `len` bytes of records at `offset` in `file`
-    /// (a generation written out whole, `ColdStore::copy_to`), to which more can be appended.
+    /// (a generation written out whole, `ColdStore::detach`), to which more can be appended.
     /// The file must not change while the store lives.
     fn load(
         &self,
@@ -80,9 +102,8 @@ impl ColdStore for InMemory {
         self.0.capacity()
     }
 
-    fn copy_to(&self, w: &mut dyn Write) -> std::io::Result<u64> {
-        w.write_all(&self.0)?;
-        Ok(self.0.len() as u64)
+    fn detach(&self) -> std::io::Result<Box<dyn ColdCopy>> {
+        Ok(bytes_copy(self.0.clone()))
     }
 }
 

@@ -2,7 +2,7 @@
 //! arrays instead of decoding and indexing every stored entry again: the per-slot records, the
 //! exact-text table, the direct block tables, the prefix postings and the gram dictionary, as
 //! flat little-endian arrays, each behind its length. The cold records are the caller's to
-//! place (`ColdStore::copy_to`, `ColdFactory::load`); where the bytes go, and when they are
+//! place (`ColdStore::detach`, `ColdFactory::load`); where the bytes go, and when they are
 //! still valid, is the caller's too (`state::sealed`). Everything written passes through a hash
 //! that the reader computes again, so a damaged file is refused, never half used.
 
@@ -11,7 +11,7 @@ use std::io::{self, Read, Write};
 use bytemuck::Pod;
 use xxhash_rust::xxh3::Xxh3;
 
-use super::cold::ColdStore;
+use super::cold::{ColdCopy, ColdStore};
 use super::grams::Gram;
 use super::postings::Postings;
 use super::ranks::Ranks;
@@ -30,7 +30,7 @@ pub struct Written {
     pub hash: u64,
     /// Entries of the generation.
     pub entries: u64,
-    /// Bytes of its cold records (`Index::write_cold`).
+    /// Bytes of its cold records (`Index::detach_cold`).
     pub cold_bytes: u64,
 }
 
@@ -152,13 +152,19 @@ impl Index {
         }
     }
 
-    /// Copies the cold records of generation `gen` to `w`; their length, or `None` if it is not
-    /// held.
-    pub fn write_cold(&self, gen: i64, w: &mut dyn Write) -> io::Result<Option<u64>> {
-        match self.segment(gen) {
-            Some(seg) => seg.store.copy_cold(w).map(Some),
-            None => Ok(None),
-        }
+    /// The cold records of generation `gen` so far, to be copied out (`ColdStore::detach`);
+    /// `None` if it is not held.
+    pub fn detach_cold(&self, gen: i64) -> io::Result<Option<Box<dyn ColdCopy>>> {
+        self.segment(gen)
+            .map(|seg| seg.store.detach_cold())
+            .transpose()
+    }
+
+    /// Whether generation `gen` is held, sealed with nothing added since (`write_sealed` writes
+    /// it).
+    pub fn sealed_whole(&self, gen: i64) -> bool {
+        self.segment(gen)
+            .is_some_and(|seg| seg.grams.is_empty() && seg.tables.iter().all(|t| t.is_empty()))
     }
 
     /// Adds generations read back whole, each unless the index holds its generation already
@@ -218,9 +224,9 @@ impl Built<'_> {
         write_segment(self.seg, dict, w)
     }
 
-    /// Copies its cold records to `w`; their length.
-    pub fn write_cold(&self, w: &mut dyn Write) -> io::Result<u64> {
-        self.seg.store.copy_cold(w)
+    /// Its cold records, to be copied out (`ColdStore::detach`).
+    pub fn detach_cold(&self) -> io::Result<Box<dyn ColdCopy>> {
+        self.seg.store.detach_cold()
     }
 }
 

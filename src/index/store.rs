@@ -334,9 +334,9 @@ impl Store {
         self.cold.len()
     }
 
-    /// Copies the cold records to `w`; their length.
-    pub fn copy_cold(&self, w: &mut dyn std::io::Write) -> std::io::Result<u64> {
-        self.cold.copy_to(w)
+    /// The cold records so far, to be copied out (`ColdStore::detach`).
+    pub fn detach_cold(&self) -> std::io::Result<Box<dyn super::cold::ColdCopy>> {
+        self.cold.detach()
     }
 
     /// Writes the per-slot records (`snapshot`).

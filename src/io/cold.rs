@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::index::cold::{ColdFactory, ColdStore};
+use crate::index::cold::{ColdCopy, ColdFactory, ColdStore};
 
 /// Records buffered in memory before one write.
 const BUFFER: usize = 256 * 1024;
@@ -247,7 +247,34 @@ impl ColdStore for FileCold {
         self.pending.capacity() + self.kept.iter().map(|k| k.1.capacity()).sum::<usize>()
     }
 
-    fn copy_to(&self, w: &mut dyn Write) -> std::io::Result<u64> {
+    fn detach(&self) -> std::io::Result<Box<dyn ColdCopy>> {
+        let own = match (&self.file, self.written) {
+            (_, 0) => None,
+            (Some(f), n) => Some((f.try_clone()?, n)),
+            (None, _) => return Err(std::io::Error::other("spill file lost")),
+        };
+        let base = match &self.base {
+            Some(b) => Some((b.file.try_clone()?, b.offset, b.len)),
+            None => None,
+        };
+        Ok(Box::new(Detached {
+            base,
+            own,
+            pending: self.pending.clone(),
+        }))
+    }
+}
+
+/// A generation's records as they were when detached: those of its base, those written to its
+/// spill file (which only grows), and a copy of those still buffered.
+struct Detached {
+    base: Option<(File, u64, u64)>,
+    own: Option<(File, u64)>,
+    pending: Vec<u8>,
+}
+
+impl ColdCopy for Detached {
+    fn copy_to(&mut self, w: &mut dyn Write) -> std::io::Result<u64> {
         let mut buf = vec![0u8; COPY_BYTES];
         let mut copy = |file: &File, mut at: u64, mut left: u64| -> std::io::Result<()> {
             while left > 0 {
@@ -258,22 +285,21 @@ impl ColdStore for FileCold {
             }
             Ok(())
         };
-        if let Some(b) = &self.base {
-            copy(&b.file, b.offset, b.len)?;
+        let mut total = 0;
+        if let Some((file, offset, len)) = &self.base {
+            copy(file, *offset, *len)?;
+            total += len;
         }
-        if self.written > 0 {
-            let file = self
-                .file
-                .as_ref()
-                .ok_or_else(|| std::io::Error::other("spill file lost"))?;
-            copy(file, 0, self.written)?;
+        if let Some((file, len)) = &self.own {
+            copy(file, 0, *len)?;
+            total += len;
         }
         w.write_all(&self.pending)?;
-        Ok(self.len())
+        Ok(total + self.pending.len() as u64)
     }
 }
 
-/// Bytes read at a time when records are copied out (`copy_to`).
+/// Bytes read at a time when records are copied out (`ColdCopy::copy_to`).
 const COPY_BYTES: usize = 1 << 20;
 
 #[cfg(test)]
@@ -335,7 +361,7 @@ mod tests {
         let path = dir.path().join("gen-1.sealed");
         let mut out = std::fs::File::create(&path).unwrap();
         out.write_all(b"arrays!").unwrap();
-        assert_eq!(s.copy_to(&mut out).unwrap(), s.len());
+        assert_eq!(s.detach().unwrap().copy_to(&mut out).unwrap(), s.len());
         drop(out);
         let factories: [Arc<dyn ColdFactory>; 2] = [spill, crate::index::cold::in_memory()];
         for f in factories {
@@ -355,8 +381,11 @@ mod tests {
                 let got = l.read(o, want.len() as u32, &mut buf).unwrap();
                 assert_eq!(got, want.as_bytes(), "record {i}");
             }
+            // Detached, then appended to: the copy holds what it held when detached.
+            let mut detached = l.detach().unwrap();
+            l.append(b"after");
             let mut again = Vec::new();
-            assert_eq!(l.copy_to(&mut again).unwrap(), l.len());
+            assert_eq!(detached.copy_to(&mut again).unwrap(), l.len() - 5);
             let all: String = (0..offsets.len()).map(record).collect();
             assert_eq!(again, all.as_bytes());
             offsets.truncate(offsets.len() - 2000);

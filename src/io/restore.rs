@@ -1,18 +1,20 @@
 //! A start from a state dir: generations kept whole beside the store (`state::sealed`) are loaded
 //! as they are, the others rebuilt from the stored entries (`Store::rebuild_skipping`), and the
 //! sealed ones just rebuilt written whole for the next start, by their builders as soon as each
-//! is built, made durable in the background. The files are a cache: one that cannot be read or
-//! written is logged and left to sled, never a failed start.
+//! is built, made durable in the background (`Keeper`), as are those a file run seals later
+//! (`Keeper::after_checkpoint`). The files are a cache: one that cannot be read or written is
+//! logged and left to sled, never a failed start.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufReader, Seek, SeekFrom};
+use std::io::{BufReader, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
 use std::time::Instant;
 
 use crate::engine::Engine;
+use crate::index::cold::ColdCopy;
 use crate::index::cold::ColdFactory;
-use crate::index::{Built, SealedGeneration};
+use crate::index::{Built, Index, SealedGeneration, Written};
 use crate::state::sealed::{Pending, SealedDir, Usable, HEADER_BYTES};
 use crate::state::{Loaded, StateError, Store};
 
@@ -26,10 +28,10 @@ pub struct Restored {
     pub loaded: Loaded,
     /// Generations loaded whole, and their entries.
     pub sealed_loaded: (usize, usize),
-    /// Generations being written whole for the next start (`finish_writes`).
+    /// Generations the restart started writing whole for the next start.
     pub sealed_writing: usize,
-    /// The thread that makes them durable and moves them into place.
-    writer: Option<std::thread::JoinHandle<usize>>,
+    /// What writes them, and those sealed later (`None` without `state.keep_sealed`).
+    pub keeper: Option<Keeper>,
 }
 
 impl Restored {
@@ -38,21 +40,10 @@ impl Restored {
         self.loaded.entries + self.sealed_loaded.1
     }
 
-    /// Waits until the generations written whole are in place (they are synced to disk in the
+    /// Waits until the generations written whole are in place (they are made durable in the
     /// background while the run goes on); returns how many are.
     pub fn finish_writes(&mut self) -> usize {
-        let t = Instant::now();
-        let done = self.writer.take().map_or(0, |w| {
-            w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
-        });
-        if done > 0 {
-            tracing::info!(
-                generations = done,
-                waited_secs = t.elapsed().as_secs_f64(),
-                "sealed generations kept for the next start"
-            );
-        }
-        done
+        self.keeper.as_mut().map_or(0, Keeper::finish)
     }
 }
 
@@ -71,8 +62,8 @@ pub struct RestoreOptions {
 
 /// Restores `engine`'s index from `store` (see the module documentation), with `watermarks` as
 /// `Engine::restore` takes them; returns the store, opened afresh (`Store::rebuild`). Each
-/// generation rebuilt but the newest is written whole by its builder as soon as it is built;
-/// a background thread makes the files durable (`Restored::finish_writes`).
+/// generation rebuilt but the newest is written whole as soon as it is built
+/// (`Restored::keeper`).
 pub fn restore(
     store: Store,
     engine: &mut Engine,
@@ -120,48 +111,169 @@ pub fn restore(
         );
     }
     let newest = last_keys.keys().next_back().copied();
-    let (tx, rx) = mpsc::channel::<Pending>();
-    let tx = Mutex::new(tx);
-    let writing = AtomicUsize::new(0);
+    let keeper = Keeper::new(dir, digest, skip.clone());
     let keep = |b: Built<'_>| {
         let gen = b.gen();
         if Some(gen) == newest || b.len() < MIN_WRITTEN_ENTRIES {
             return;
         }
-        let Some(key) = last_keys.get(&gen).cloned() else {
-            return;
-        };
-        let wrote = dir.write(gen, digest, key, |w| b.write_arrays(w), |w| b.write_cold(w));
-        match wrote {
-            Ok(Some(p)) => {
-                writing.fetch_add(1, Ordering::Relaxed);
-                if let Ok(tx) = tx.lock() {
-                    let _ = tx.send(p);
-                }
-            }
-            Ok(None) => {}
-            Err(e) => write_failed(gen, &dir, &e),
+        if let Some(key) = last_keys.get(&gen).cloned() {
+            keeper.keep(
+                gen,
+                key,
+                |w| b.write_arrays(w),
+                || b.detach_cold().map(Some),
+            );
         }
     };
-    let writer_dir = dir.clone();
-    done.writer = Some(std::thread::spawn(move || {
-        let mut n = 0;
-        for p in rx {
-            let gen = p.gen();
-            match p.finish() {
-                Ok(_) => n += 1,
-                Err(e) => write_failed(gen, &writer_dir, &e),
-            }
-        }
-        n
-    }));
     let (store, loaded) = store.rebuild_skipping(opts.min_gen, opts.next_seq, skip, |gens| {
         engine.restore_keeping(watermarks, gens, opts.threads, Some(&keep))
     })?;
-    drop(tx);
     done.loaded = loaded;
-    done.sealed_writing = writing.into_inner();
+    done.sealed_writing = keeper.started.load(Ordering::Relaxed);
+    done.keeper = Some(keeper);
     Ok((store, done))
+}
+
+/// Writes sealed generations whole (`state::sealed`): the index arrays on the calling thread,
+/// the cold records, the syncs and the move into place on a thread of its own, so that neither a
+/// restart's builders nor a running pipeline wait on the disk.
+pub struct Keeper {
+    dir: SealedDir,
+    digest: u64,
+    /// Generations with a file: loaded, written, or tried (a failure is not tried again).
+    kept: Mutex<BTreeSet<i64>>,
+    started: AtomicUsize,
+    tx: Mutex<Option<mpsc::Sender<(Pending, Box<dyn ColdCopy>)>>>,
+    writer: Option<std::thread::JoinHandle<usize>>,
+}
+
+impl std::fmt::Debug for Keeper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keeper").field("dir", &self.dir).finish()
+    }
+}
+
+impl Keeper {
+    fn new(dir: SealedDir, digest: u64, kept: BTreeSet<i64>) -> Keeper {
+        let (tx, rx) = mpsc::channel::<(Pending, Box<dyn ColdCopy>)>();
+        let writer_dir = dir.clone();
+        let writer = std::thread::spawn(move || {
+            let mut n = 0;
+            for (p, mut cold) in rx {
+                let gen = p.gen();
+                match p.finish(&mut *cold) {
+                    Ok(_) => n += 1,
+                    Err(e) => write_failed(gen, &writer_dir, &e),
+                }
+            }
+            n
+        });
+        Keeper {
+            dir,
+            digest,
+            kept: Mutex::new(kept),
+            started: AtomicUsize::new(0),
+            tx: Mutex::new(Some(tx)),
+            writer: Some(writer),
+        }
+    }
+
+    /// Starts generation `gen`'s file, unless it has one: `arrays` writes its index arrays
+    /// (`None`: it cannot be written whole), `cold` detaches its cold records; `last_key` is its
+    /// last stored chunk key, which must cover exactly what `arrays` writes.
+    fn keep(
+        &self,
+        gen: i64,
+        last_key: Vec<u8>,
+        arrays: impl FnOnce(&mut dyn Write) -> std::io::Result<Option<Written>>,
+        cold: impl FnOnce() -> std::io::Result<Option<Box<dyn ColdCopy>>>,
+    ) {
+        let fresh = self.kept.lock().map(|mut k| k.insert(gen)).unwrap_or(false);
+        if !fresh {
+            return;
+        }
+        let started = self
+            .dir
+            .write(gen, self.digest, last_key, arrays)
+            .and_then(|p| Ok(p.zip(cold()?)));
+        match started {
+            Ok(Some(job)) => {
+                self.started.fetch_add(1, Ordering::Relaxed);
+                if let Some(tx) = self.tx.lock().ok().as_ref().and_then(|t| t.as_ref()) {
+                    let _ = tx.send(job);
+                }
+            }
+            Ok(None) => {}
+            Err(e) => write_failed(gen, &self.dir, &e),
+        }
+    }
+
+    /// After a checkpoint that left the index holding exactly the stored entries (the file
+    /// pipeline's: every change committed, `next_seq` the checkpoint's), writes each generation
+    /// sealed whole since, but the newest, that has no file yet. Its arrays are written here,
+    /// the rest in the background.
+    pub fn after_checkpoint(&self, store: &Store, index: &Index, next_seq: u64) {
+        let sizes = index.generation_sizes();
+        let newest = sizes.last().map(|g| g.0);
+        let kept = self.kept.lock().map(|k| k.clone()).unwrap_or_default();
+        let due: Vec<i64> = sizes
+            .into_iter()
+            .filter(|&(gen, entries)| {
+                Some(gen) != newest
+                    && entries >= MIN_WRITTEN_ENTRIES
+                    && !kept.contains(&gen)
+                    && index.sealed_whole(gen)
+            })
+            .map(|g| g.0)
+            .collect();
+        if due.is_empty() {
+            return;
+        }
+        let keys = match store.last_keys(next_seq) {
+            Ok(k) => k,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot write the sealed generations");
+                return;
+            }
+        };
+        for gen in due {
+            let Some(key) = keys.get(&gen).cloned() else {
+                continue;
+            };
+            let t = Instant::now();
+            self.keep(
+                gen,
+                key,
+                |w| index.write_sealed(gen, w),
+                || index.detach_cold(gen),
+            );
+            tracing::info!(
+                gen,
+                secs = t.elapsed().as_secs_f64(),
+                "sealed generation written whole"
+            );
+        }
+    }
+
+    /// Waits until every file started is in place; returns how many are.
+    pub fn finish(&mut self) -> usize {
+        if let Ok(mut tx) = self.tx.lock() {
+            tx.take();
+        }
+        let t = Instant::now();
+        let done = self.writer.take().map_or(0, |w| {
+            w.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+        });
+        if done > 0 {
+            tracing::info!(
+                generations = done,
+                waited_secs = t.elapsed().as_secs_f64(),
+                "sealed generations kept for the next start"
+            );
+        }
+        done
+    }
 }
 
 fn write_failed(gen: i64, dir: &SealedDir, e: &std::io::Error) {

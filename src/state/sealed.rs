@@ -21,6 +21,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::index::cold::ColdCopy;
 use crate::index::Written;
 
 /// Bytes of a file's header.
@@ -192,17 +193,16 @@ impl SealedDir {
         }))
     }
 
-    /// Writes generation `gen`'s file but for its header: `arrays` writes its index arrays
-    /// (`None` if it cannot be written whole), then `cold` its cold records; `last_key` is its
-    /// last stored chunk key now. The file is not in place, nor usable, before `Pending::finish`
-    /// (which can run on another thread); `None` if `arrays` declined.
+    /// Starts generation `gen`'s file: `arrays` writes its index arrays (`None` if it cannot
+    /// be written whole); `last_key` is its last stored chunk key now. `Pending::finish` adds
+    /// its cold records and puts it in place (on another thread if need be): before that it is
+    /// not usable. `None` if `arrays` declined.
     pub fn write(
         &self,
         gen: i64,
         digest: u64,
         last_key: Vec<u8>,
         arrays: impl FnOnce(&mut dyn Write) -> io::Result<Option<Written>>,
-        cold: impl FnOnce(&mut dyn Write) -> io::Result<u64>,
     ) -> io::Result<Option<Pending>> {
         if last_key.len() > MAX_KEY {
             return Ok(None);
@@ -219,19 +219,17 @@ impl SealedDir {
         let mut pending = Pending {
             tmp,
             path: self.file_of(gen),
-            file: None,
+            out: Some(BufWriter::with_capacity(1 << 20, file)),
             header: None,
             done: false,
         };
-        let mut w = BufWriter::with_capacity(1 << 20, file);
-        w.write_all(&[0u8; HEADER_BYTES as usize])?;
-        let Some(written) = arrays(&mut w)? else {
+        let Some(w) = pending.out.as_mut() else {
             return Ok(None);
         };
-        if cold(&mut w)? != written.cold_bytes {
-            return Err(io::Error::other("the cold records changed while written"));
-        }
-        pending.file = Some(w.into_inner().map_err(io::IntoInnerError::into_error)?);
+        w.write_all(&[0u8; HEADER_BYTES as usize])?;
+        let Some(written) = arrays(w)? else {
+            return Ok(None);
+        };
         pending.header = Some(Header {
             digest,
             gen,
@@ -250,12 +248,11 @@ impl SealedDir {
     }
 }
 
-/// A file written but for its header (`SealedDir::write`); dropped unfinished, it is removed.
-#[derive(Debug)]
+/// A file started (`SealedDir::write`); dropped unfinished, it is removed.
 pub struct Pending {
     tmp: PathBuf,
     path: PathBuf,
-    file: Option<File>,
+    out: Option<BufWriter<File>>,
     header: Option<Header>,
     /// Moved into place.
     done: bool,
@@ -267,12 +264,17 @@ impl Pending {
         self.header.as_ref().map_or(0, |h| h.gen)
     }
 
-    /// Makes the file durable, then writes its header and makes that durable, then moves it into
-    /// place; returns its header.
-    pub fn finish(mut self) -> io::Result<Header> {
-        let (Some(file), Some(header)) = (self.file.take(), self.header.take()) else {
+    /// Adds the cold records (`cold`, as many bytes as the arrays were written with), makes the
+    /// file durable, then writes its header and makes that durable, then moves it into place;
+    /// returns its header.
+    pub fn finish(mut self, cold: &mut dyn ColdCopy) -> io::Result<Header> {
+        let (Some(mut w), Some(header)) = (self.out.take(), self.header.take()) else {
             return Err(io::Error::other("an unwritten sealed generation file"));
         };
+        if cold.copy_to(&mut w)? != header.arrays.cold_bytes {
+            return Err(io::Error::other("the cold records changed while written"));
+        }
+        let file = w.into_inner().map_err(io::IntoInnerError::into_error)?;
         file.sync_data()?;
         file.write_all_at(&header.encode(), 0)?;
         file.sync_data()?;
@@ -302,6 +304,7 @@ fn remove(path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::cold::bytes_copy;
 
     fn written(cold_bytes: u64) -> Written {
         Written {
@@ -312,17 +315,13 @@ mod tests {
         }
     }
 
+    fn arrays(w: &mut dyn Write) -> io::Result<Option<Written>> {
+        w.write_all(b"array").map(|()| Some(written(4)))
+    }
+
     fn write(dir: &SealedDir, gen: i64, key: &[u8], digest: u64) -> Option<Header> {
-        let pending = dir
-            .write(
-                gen,
-                digest,
-                key.to_vec(),
-                |w| w.write_all(b"array").map(|()| Some(written(4))),
-                |w| w.write_all(b"cold").map(|()| 4),
-            )
-            .unwrap()?;
-        Some(pending.finish().unwrap())
+        let pending = dir.write(gen, digest, key.to_vec(), arrays).unwrap()?;
+        Some(pending.finish(&mut *bytes_copy(b"cold".to_vec())).unwrap())
     }
 
     #[test]
@@ -380,35 +379,21 @@ mod tests {
     fn a_declined_or_unfinished_write_leaves_no_file_and_clear_removes_all() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = SealedDir::of(tmp.path());
-        let none = dir
-            .write(5, 1, b"k".to_vec(), |_| Ok(None), |_| Ok(0))
-            .unwrap();
+        let none = dir.write(5, 1, b"k".to_vec(), |_| Ok(None)).unwrap();
         assert!(none.is_none());
-        let unfinished = dir
-            .write(
-                5,
-                1,
-                b"k".to_vec(),
-                |w| w.write_all(b"array").map(|()| Some(written(4))),
-                |w| w.write_all(b"cold").map(|()| 4),
-            )
-            .unwrap();
+        let unfinished = dir.write(5, 1, b"k".to_vec(), arrays).unwrap();
         assert!(unfinished.is_some());
         // Not usable before it is finished, and gone once dropped unfinished.
         assert!(dir
             .usable(1, None, |_| Ok(Some(b"k".to_vec())))
             .unwrap()
             .is_empty());
-        let unfinished = dir
-            .write(
-                5,
-                1,
-                b"k".to_vec(),
-                |w| w.write_all(b"array").map(|()| Some(written(4))),
-                |w| w.write_all(b"cold").map(|()| 4),
-            )
-            .unwrap();
+        let unfinished = dir.write(5, 1, b"k".to_vec(), arrays).unwrap();
         drop(unfinished);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+        // Cold records of another length than the arrays were written with: refused.
+        let short = dir.write(5, 1, b"k".to_vec(), arrays).unwrap().unwrap();
+        assert!(short.finish(&mut *bytes_copy(b"col".to_vec())).is_err());
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         write(&dir, 5, b"k", 1).unwrap();
         dir.clear().unwrap();

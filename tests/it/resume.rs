@@ -163,10 +163,10 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-// A restart writes the sealed generations it rebuilt whole, and a later start from the same
-// stored state loads them instead: both decide the next posts exactly as a start that rebuilds
-// every generation from sled. (That a file is not used once its generation changed is the
-// state module's unit tests'.)
+// A restart writes the sealed generations it rebuilt whole, and so does a run that seals them,
+// and a later start from the same stored state loads them instead: all decide the next posts
+// exactly as a start that rebuilds every generation from sled. (That a file is not used once
+// its generation changed is the state module's unit tests'.)
 #[test]
 fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
     let dir = tempfile::tempdir().unwrap();
@@ -176,13 +176,9 @@ fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
     varied_posts(&a, 0, 6000, |i| i - 5);
     // Later posts, half of them edits of posts in the first generations.
     varied_posts(&b, 6000, 1000, |i| (i * 7) % 5000);
-    let state = dir.path().join("state");
-    run_ok(Outs::in_dir(dir.path(), "a").command(&a, Some(&state)));
-    let before = dir.path().join("before");
-    copy_dir(&state, &before);
-    let run = |name: &str, state: &Path, keep: bool| {
+    let run = |name: &str, input: &Path, state: &Path, keep: bool| {
         let outs = Outs::in_dir(dir.path(), name);
-        let mut c = outs.command(&b, Some(state));
+        let mut c = outs.command(input, Some(state));
         c.arg("--no-resume")
             .env("SIMDEDUP_STATE__KEEP_SEALED", keep.to_string());
         let log = String::from_utf8_lossy(&run_ok(c).stderr).into_owned();
@@ -192,9 +188,14 @@ fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
             log,
         )
     };
+    let state = dir.path().join("state");
+    run("a", &a, &state, false);
+    assert!(!state.join("sealed").exists());
+    let before = dir.path().join("before");
+    copy_dir(&state, &before);
     let rebuilt_dir = dir.path().join("rebuilt");
     copy_dir(&before, &rebuilt_dir);
-    let rebuilt = run("rebuilt", &rebuilt_dir, false);
+    let rebuilt = run("rebuilt", &b, &rebuilt_dir, false);
     assert!(!rebuilt_dir.join("sealed").exists());
     let dups = read_jsonl(&dir.path().join("rebuilt-dups.jsonl"));
     let old = dups.iter().filter(|d| {
@@ -205,14 +206,14 @@ fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
     });
     assert!(old.count() > 50, "matches in the older generations");
     // The first start writes them.
-    let writing = run("writing", &state, true);
+    let writing = run("writing", &b, &state, true);
     assert!(writing.2.contains("sealed_writing=3"), "{}", writing.2);
     assert_eq!((&writing.0, &writing.1), (&rebuilt.0, &rebuilt.1));
     // A start from the state before, with those files: loaded, same verdicts.
     let loading_dir = dir.path().join("loading");
     copy_dir(&before, &loading_dir);
     copy_dir(&state.join("sealed"), &loading_dir.join("sealed"));
-    let loading = run("loading", &loading_dir, true);
+    let loading = run("loading", &b, &loading_dir, true);
     assert!(
         loading
             .2
@@ -222,10 +223,28 @@ fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
     );
     assert_eq!((&loading.0, &loading.1), (&rebuilt.0, &rebuilt.1));
     // The posts since joined the growing generation only: the next start loads the same three.
-    let again = run("again", &state, true);
+    let again = run("again", &b, &state, true);
     assert!(
         again.2.contains("sealed generations loaded generations=3"),
         "{}",
         again.2
     );
+    // A run that seals generations writes them whole after its checkpoints: a start from its
+    // state loads them, with the same verdicts.
+    let live = dir.path().join("live");
+    let first = run("live-a", &a, &live, true);
+    assert!(
+        first.2.contains("sealed generation written whole"),
+        "{}",
+        first.2
+    );
+    let from_live = run("from-live", &b, &live, true);
+    assert!(
+        from_live
+            .2
+            .contains("sealed generations loaded generations=3"),
+        "{}",
+        from_live.2
+    );
+    assert_eq!((&from_live.0, &from_live.1), (&rebuilt.0, &rebuilt.1));
 }

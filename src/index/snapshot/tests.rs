@@ -64,7 +64,12 @@ fn written(idx: &Index, gen: i64) -> (Vec<u8>, Written, std::fs::File) {
     let mut arrays = Vec::new();
     let w = idx.write_sealed(gen, &mut arrays).unwrap().unwrap();
     let mut file = tempfile::tempfile().unwrap();
-    let n = idx.write_cold(gen, &mut file).unwrap().unwrap();
+    let n = idx
+        .detach_cold(gen)
+        .unwrap()
+        .unwrap()
+        .copy_to(&mut file)
+        .unwrap();
     file.flush().unwrap();
     assert_eq!((w.bytes, n), (arrays.len() as u64, w.cold_bytes));
     (arrays, w, file)

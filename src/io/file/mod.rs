@@ -259,6 +259,7 @@ pub fn run(
     health(Ok(()));
     let mut ctx = RunCtx {
         store: store.as_ref(),
+        keeper: restored_from.as_ref().and_then(|r| r.keeper.as_ref()),
         job,
         seq: cp.next_seq,
         records: skipped,
@@ -397,6 +398,8 @@ fn resumable(job: &FileJob, cp: &Checkpoint) -> Option<RunRecord> {
 
 struct RunCtx<'a> {
     store: Option<&'a Store>,
+    /// Writes generations sealed whole after a checkpoint (`state.keep_sealed`).
+    keeper: Option<&'a crate::io::restore::Keeper>,
     job: &'a FileJob,
     seq: u64,
     records: u64,
@@ -436,6 +439,10 @@ impl RunCtx<'_> {
             ..Checkpoint::default()
         };
         store.commit(&changes, &cp, min_live)?;
+        // Every change is committed: the index holds exactly the stored entries.
+        if let Some(k) = self.keeper {
+            k.after_checkpoint(store, proc.engine().index(), self.seq);
+        }
         Ok(())
     }
 }

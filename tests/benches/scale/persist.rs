@@ -1,7 +1,8 @@
 //! Restart from sled: the live window is committed with `Store::commit` in checkpoint-sized
 //! batches (generation by generation, insertion order kept), the engine is dropped, and a fresh
-//! `Store::open` + `Store::rebuild` into `Engine::restore` is timed, as a restarted file pipeline
-//! does it.
+//! `Store::open` + `io::restore::restore` is timed, as a restarted file pipeline does it: once
+//! from sled alone (which writes the sealed generations whole, `state.keep_sealed`), then again
+//! with those files.
 
 use std::path::Path;
 use std::time::Instant;
@@ -10,6 +11,7 @@ use serde::Serialize;
 use simdedup::app::config::Config;
 use simdedup::engine::Engine;
 use simdedup::index::EntryRef;
+use simdedup::io::restore::{restore, RestoreOptions};
 use simdedup::state::{Checkpoint, Identity, Store};
 
 /// Entries per commit (the file pipeline's default checkpoint size).
@@ -36,6 +38,23 @@ pub struct Restart {
     /// RSS after the restore, bytes (includes memory the process kept from before).
     pub rss_after_bytes: u64,
     /// Threads the rebuild ran on (every core of the machine).
+    pub threads: usize,
+    /// Sealed generations the first restart wrote whole (0 without `state.keep_sealed`).
+    pub sealed_written: usize,
+    /// A second restart, with those files: open + restore seconds, and the entries loaded
+    /// whole.
+    pub sealed_restart_secs: Option<f64>,
+    pub sealed_loaded: usize,
+}
+
+/// One restart measured.
+pub struct Timed {
+    pub open_secs: f64,
+    pub restore_secs: f64,
+    pub restored: usize,
+    pub loaded_whole: usize,
+    pub written: usize,
+    pub rss: u64,
     pub threads: usize,
 }
 
@@ -77,13 +96,14 @@ pub fn commit(cfg: &Config, engine: &Engine, dir: &Path, next_seq: u64) -> (usiz
     (committed, secs, store.size_on_disk())
 }
 
-/// Opens the store in `dir` afresh and rebuilds an engine from it.
-/// Returns (load secs, restore secs, live entries, RSS bytes with the restored engine).
+/// Opens the store in `dir` afresh and rebuilds an engine from it, as `simdedup dedup
+/// --state-dir` does (sealed generation files loaded and written per `state.keep_sealed`; the
+/// written ones are durable before it returns).
 pub fn restart(
     cfg: &Config,
     dir: &Path,
     cold: std::sync::Arc<dyn simdedup::index::cold::ColdFactory>,
-) -> (f64, f64, usize, u64, usize) {
+) -> Timed {
     let analysis = cfg.analysis_id().expect("analysis id");
     // A restart runs on every core, as `simdedup dedup --state-dir` does; the run itself is
     // pinned to one.
@@ -99,19 +119,23 @@ pub fn restart(
     let min_gen = simdedup::engine::min_live_generation(engine.window(), &cp.watermarks);
     let open_secs = t.elapsed().as_secs_f64();
     let t = Instant::now();
-    store
-        .rebuild(min_gen, cp.next_seq, |gens| {
-            engine.restore(cp.watermarks, gens, threads)
-        })
-        .expect("restore");
+    let opts = RestoreOptions {
+        min_gen,
+        next_seq: cp.next_seq,
+        threads,
+        keep_sealed: cfg.state.keep_sealed,
+    };
+    let (_store, mut restored) = restore(store, &mut engine, cp.watermarks, opts).expect("restore");
     let restore_secs = t.elapsed().as_secs_f64();
-    (
+    Timed {
         open_secs,
         restore_secs,
-        engine.index().len(),
-        crate::report::rss_bytes(),
+        restored: engine.index().len(),
+        loaded_whole: restored.sealed_loaded.1,
+        written: restored.finish_writes(),
+        rss: crate::report::rss_bytes(),
         threads,
-    )
+    }
 }
 
 /// Lets this process run on every online core again; returns how many it may use.
