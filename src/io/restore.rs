@@ -211,11 +211,19 @@ impl Keeper {
 
     /// After a checkpoint that left the index holding exactly the stored entries (the file
     /// pipeline's: every change committed, `next_seq` the checkpoint's), writes each generation
-    /// sealed whole since, but the newest, that has no file yet. Its arrays are written here,
-    /// the rest in the background.
+    /// sealed whole since, but the newest, that has no file yet, and removes the files of those
+    /// that expired. Its arrays are written here, the rest in the background.
     pub fn after_checkpoint(&self, store: &Store, index: &Index, next_seq: u64) {
         let sizes = index.generation_sizes();
         let newest = sizes.last().map(|g| g.0);
+        let oldest = sizes.first().map(|g| g.0);
+        // The files of generations that expired go.
+        if let Ok(mut kept) = self.kept.lock() {
+            while let Some(&gen) = kept.first().filter(|&&g| oldest.is_none_or(|o| g < o)) {
+                self.dir.remove(gen);
+                kept.remove(&gen);
+            }
+        }
         let kept = self.kept.lock().map(|k| k.clone()).unwrap_or_default();
         let due: Vec<i64> = sizes
             .into_iter()

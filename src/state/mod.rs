@@ -416,6 +416,13 @@ impl Store {
         guarded(&self.path, || self.remove_generations_below(i64::MAX))
     }
 
+    /// The largest chunk number (or first sequence number) of any stored chunk, 0 if none: the
+    /// last chunk of one generation or another, one seek or so per generation.
+    pub fn max_chunk(&self) -> Result<u64, StateError> {
+        let keys = self.last_keys(u64::MAX)?;
+        Ok(keys.values().map(|k| chunk_seq(k)).max().unwrap_or(0))
+    }
+
     /// Per stored generation, the key of its last committed chunk piece (its chunk's first
     /// sequence number below `next_seq`, as `rebuild` keeps them): it changes with every commit
     /// that adds to the generation (`sealed`). One seek or so per generation.

@@ -239,6 +239,11 @@ impl SealedDir {
         Ok(Some(pending))
     }
 
+    /// Removes generation `gen`'s file, if there is one (it expired).
+    pub fn remove(&self, gen: i64) {
+        remove(&self.file_of(gen));
+    }
+
     /// Removes every file (the store's entries were cleared).
     pub fn clear(&self) -> io::Result<()> {
         match std::fs::remove_dir_all(&self.path) {

@@ -363,6 +363,8 @@ fn last_keys_follow_commits_and_a_rebuild_skips_what_it_is_told() {
         .unwrap();
     assert_eq!(store.last_keys(3001).unwrap(), second);
     assert_ne!(store.last_keys(3002).unwrap()[&7], second[&7]);
+    // The largest chunk number stored, whichever generation holds it.
+    assert_eq!(store.max_chunk().unwrap(), 3001);
     let mut got = Vec::new();
     let (_, loaded) = store
         .rebuild_skipping(None, 3001, [6].into(), |gens| {

@@ -83,13 +83,17 @@ impl LocalState {
             None => None,
         };
         let changelog_offset = restored.as_ref().map_or(0, |r| r.changelog_offset);
+        // Chunk keys go on from the largest stored, even if the clock went back since: a
+        // generation's newest chunk always sorts last, which is what tells a sealed generation's
+        // file from a stale one (`state::sealed`).
+        let last_chunk = store.max_chunk().map_err(state_err)?;
         let local = LocalState {
             store,
             pending: Vec::new(),
             unconfirmed: Unconfirmed::default(),
             changelog_offset,
             last_commit: Instant::now(),
-            last_chunk: 0,
+            last_chunk,
             interval,
         };
         Ok((local, restored))
