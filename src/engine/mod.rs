@@ -1,5 +1,5 @@
-//! The per-post decision. `Analyzer::analyze` depends on the post's text alone (normalize,
-//! segment, weight, fingerprint) so the route stage can run it alone; `Engine::decide` is the
+//! The per-post decision. `Analyzer::analyze` (`analyze`) depends on the post's text alone
+//! (normalize, segment, weight, fingerprint) so the route stage can run it alone; `Engine::decide` is the
 //! one synchronous, stateful call that queries the index, picks a verdict and records index
 //! changes for the durable store. No I/O happens here.
 
@@ -7,20 +7,18 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fingerprint::{simhash, SimHash};
 use crate::hist::Hist;
 use crate::index::entry::DecodeError;
-use crate::index::grams::{distinct_bigrams, Gram};
 use crate::index::{
     Built, Entry, EntryRef, Found, Index, IndexConfig, LayoutError, OrderKey, Packed, Query,
     QueryStats, Scratch, SealedGeneration, Visibility,
 };
-use crate::text::memo::SegmentMemo;
-use crate::text::normalize::{Normalizer, Removed};
-use crate::text::tokenize::{Tokenizer, WeightedToken};
-use crate::types::{EventTime, Fingerprint, PostId, RejectReason, Rejection};
-use crate::verify::{Match, Sketch, VerifyConfig};
+use crate::types::{EventTime, PostId, RejectReason, Rejection};
+use crate::verify::{Match, VerifyConfig};
 use crate::window::{Horizon, Window, WindowConfig, WindowError};
+
+mod analyze;
+pub use analyze::{Analyzed, Analyzer};
 
 /// What happens to a post whose text normalizes to nothing (a bare repost chain, emoticons only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -30,88 +28,6 @@ pub enum EmptyPolicy {
     Pass,
     /// Send it to the rejected output with reason `empty`.
     Reject,
-}
-
-/// Everything the stateless analysis produced for one post.
-#[derive(Clone, Debug, Default)]
-pub struct Analyzed {
-    /// Normalized text.
-    pub normalized: String,
-    /// Normalized text as characters.
-    pub chars: Vec<char>,
-    /// What normalization removed.
-    pub removed: Removed,
-    /// Distinct weighted tokens.
-    pub tokens: Vec<WeightedToken>,
-    /// Sorted distinct 32-bit token hashes.
-    pub token_set: Vec<u32>,
-    /// Fingerprint and accumulator.
-    pub simhash: Option<SimHash>,
-    /// xxh3 of the normalized text.
-    pub text_hash: u64,
-    /// Distinct character bigrams.
-    pub grams: Vec<Gram>,
-}
-
-impl Analyzed {
-    /// The fingerprint (0 for a post without tokens).
-    pub fn fingerprint(&self) -> Fingerprint {
-        self.simhash
-            .as_ref()
-            .map_or(Fingerprint(0), |s| s.fingerprint)
-    }
-
-    /// The verification view.
-    pub fn sketch(&self) -> Sketch<'_> {
-        Sketch {
-            chars: &self.chars,
-            text_hash: self.text_hash,
-            fingerprint: self.fingerprint(),
-            tokens: &self.token_set,
-        }
-    }
-}
-
-/// Normalization, segmentation and fingerprinting; one per worker thread. Its output depends on
-/// the text alone: it keeps recent segmentations (`SegmentMemo`) only to spare repeating them.
-pub struct Analyzer<'t> {
-    normalizer: Normalizer,
-    tokenizer: &'t Tokenizer,
-    memo: SegmentMemo,
-}
-
-impl<'t> Analyzer<'t> {
-    /// An analyzer sharing `tokenizer`.
-    pub fn new(tokenizer: &'t Tokenizer) -> Self {
-        Analyzer {
-            normalizer: Normalizer::new(),
-            tokenizer,
-            memo: SegmentMemo::default(),
-        }
-    }
-
-    /// Fills `out` from the raw post text.
-    pub fn analyze(&mut self, raw: &str, out: &mut Analyzed) {
-        self.normalizer
-            .normalize_into(raw, &mut out.normalized, Some(&mut out.removed));
-        out.chars.clear();
-        out.chars.extend(out.normalized.chars());
-        out.text_hash = xxhash_rust::xxh3::xxh3_64(out.normalized.as_bytes());
-        if !self
-            .memo
-            .recall(&out.normalized, out.text_hash, &mut out.tokens)
-        {
-            self.tokenizer.tokenize(&out.normalized, &mut out.tokens);
-            self.memo.note(&out.normalized, out.text_hash, &out.tokens);
-        }
-        out.token_set.clear();
-        out.token_set
-            .extend(out.tokens.iter().map(|t| t.hash as u32));
-        out.token_set.sort_unstable();
-        out.token_set.dedup();
-        out.simhash = Some(simhash(&out.tokens));
-        distinct_bigrams(&out.chars, &mut out.grams);
-    }
 }
 
 /// A duplicate verdict's details.
@@ -363,18 +279,9 @@ impl Engine {
     /// generations below the live window skipped. Up to `threads` generations are built at once
     /// while `generations` yields the next (see `Index::insert_generations`). Restored entries
     /// are not reported as pending changes. A stored entry that does not decode fails it.
-    pub fn restore(
-        &mut self,
-        watermarks: BTreeMap<u32, i64>,
-        generations: impl IntoIterator<Item = (i64, Packed)>,
-        threads: usize,
-    ) -> Result<(), DecodeError> {
-        self.restore_keeping(watermarks, generations, threads, None)
-    }
-
-    /// `restore`, handing each generation built to `keep` on its builder's thread
+    /// Each generation built is handed to `keep`, if given, on its builder's thread
     /// (`Index::insert_generations_keeping`).
-    pub fn restore_keeping(
+    pub fn restore(
         &mut self,
         watermarks: BTreeMap<u32, i64>,
         generations: impl IntoIterator<Item = (i64, Packed)>,

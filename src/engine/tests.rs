@@ -1,6 +1,7 @@
 //! Unit tests of the per-post decision: verdicts, empty-post policy, window and index changes.
 
 use super::*;
+use crate::text::tokenize::Tokenizer;
 
 fn cfg() -> EngineConfig {
     EngineConfig {

@@ -76,7 +76,7 @@ pub fn restore(
             tracing::warn!(dir = %dir.path().display(), error = %e, "cannot remove the sealed generation files");
         }
         let (store, loaded) = store.rebuild(opts.min_gen, opts.next_seq, |gens| {
-            engine.restore(watermarks, gens, opts.threads)
+            engine.restore(watermarks, gens, opts.threads, None)
         })?;
         let done = Restored {
             loaded,
@@ -127,13 +127,16 @@ pub fn restore(
         }
     };
     let (store, loaded) = store.rebuild_skipping(opts.min_gen, opts.next_seq, skip, |gens| {
-        engine.restore_keeping(watermarks, gens, opts.threads, Some(&keep))
+        engine.restore(watermarks, gens, opts.threads, Some(&keep))
     })?;
     done.loaded = loaded;
     done.sealed_writing = keeper.started.load(Ordering::Relaxed);
     done.keeper = Some(keeper);
     Ok((store, done))
 }
+
+/// A file started, and the cold records that finish it.
+type Job = (Pending, Box<dyn ColdCopy>);
 
 /// Writes sealed generations whole (`state::sealed`): the index arrays on the calling thread,
 /// the cold records, the syncs and the move into place on a thread of its own, so that neither a
@@ -144,7 +147,7 @@ pub struct Keeper {
     /// Generations with a file: loaded, written, or tried (a failure is not tried again).
     kept: Mutex<BTreeSet<i64>>,
     started: AtomicUsize,
-    tx: Mutex<Option<mpsc::Sender<(Pending, Box<dyn ColdCopy>)>>>,
+    tx: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Option<std::thread::JoinHandle<usize>>,
 }
 
@@ -156,7 +159,7 @@ impl std::fmt::Debug for Keeper {
 
 impl Keeper {
     fn new(dir: SealedDir, digest: u64, kept: BTreeSet<i64>) -> Keeper {
-        let (tx, rx) = mpsc::channel::<(Pending, Box<dyn ColdCopy>)>();
+        let (tx, rx) = mpsc::channel::<Job>();
         let writer_dir = dir.clone();
         let writer = std::thread::spawn(move || {
             let mut n = 0;

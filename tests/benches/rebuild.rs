@@ -247,7 +247,7 @@ fn load_then_restore(
         let t = Instant::now();
         let mut engine = Engine::new(&cfg.engine()).expect("engine");
         engine
-            .restore(cp.watermarks, loaded.generations, threads)
+            .restore(cp.watermarks, loaded.generations, threads, None)
             .expect("restore");
         let restore_secs = t.elapsed().as_secs_f64();
         let (live, bytes) = (engine.index().len(), engine.index().approx_bytes());
@@ -280,7 +280,7 @@ fn streamed(
     };
     store
         .rebuild(None, cp.next_seq, |gens| {
-            engine.restore(cp.watermarks, gens, threads)
+            engine.restore(cp.watermarks, gens, threads, None)
         })
         .expect("restore");
     let secs = t.elapsed().as_secs_f64();

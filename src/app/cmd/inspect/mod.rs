@@ -191,6 +191,7 @@ pub fn open(dir: &Path, cfg: &Config) -> Result<Opened, InspectError> {
             cp.watermarks.clone(),
             loaded.generations,
             crate::state::restore_threads(),
+            None,
         )
         .map_err(crate::state::StateError::corrupt_entry)?;
     Ok(Opened {
