@@ -218,7 +218,7 @@ impl Engine {
         let min_gen = self.min_live_generation();
         let (live, mut out): (Vec<_>, Vec<_>) = gens
             .into_iter()
-            .partition(|g| min_gen.is_none_or(|m| g.gen() >= m));
+            .partition(|g| min_gen.is_none_or(|m| g.held().gen() >= m));
         out.extend(self.index.adopt(live));
         out
     }

@@ -143,6 +143,18 @@ impl<'a> Indexer<'a> {
     }
 }
 
+impl Index {
+    /// Adds `seg` among the generations, in order (the caller reindexes the columns).
+    pub(super) fn place(&mut self, seg: Segment) {
+        let i = self
+            .segments
+            .iter()
+            .position(|s| s.gen > seg.gen)
+            .unwrap_or(self.segments.len());
+        self.segments.insert(i, seg);
+    }
+}
+
 /// What a restore thread keeps from one generation it builds to the next, so that each one does
 /// not fault its buffers in again.
 #[derive(Default)]
@@ -238,12 +250,7 @@ impl Index {
                     continue;
                 }
             };
-            let i = self
-                .segments
-                .iter()
-                .position(|s| s.gen > seg.gen)
-                .unwrap_or(self.segments.len());
-            self.segments.insert(i, seg);
+            self.place(seg);
         }
         self.reindex_columns();
         let mut scratch = Scratch::default();

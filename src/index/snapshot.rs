@@ -41,19 +41,9 @@ pub struct SealedGeneration {
 }
 
 impl SealedGeneration {
-    /// Its generation.
-    pub fn gen(&self) -> i64 {
-        self.seg.gen
-    }
-
-    /// Its entries.
-    pub fn len(&self) -> usize {
-        self.seg.store.len()
-    }
-
-    /// True when it holds no entry.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// What it holds (its generation, its entries).
+    pub fn held(&self) -> Built<'_> {
+        Built { seg: &self.seg }
     }
 
     /// Reads the arrays `Index::write_sealed` wrote for generation `gen`: exactly `bytes` of
@@ -184,12 +174,7 @@ impl Index {
             if let Some(p) = seg.prefix.as_mut() {
                 p.put_dictionary(dict);
             }
-            let i = self
-                .segments
-                .iter()
-                .position(|s| s.gen > seg.gen)
-                .unwrap_or(self.segments.len());
-            self.segments.insert(i, seg);
+            self.place(seg);
         }
         self.reindex_columns();
         refused
@@ -197,7 +182,7 @@ impl Index {
 }
 
 /// A sealed generation a restart just built, as its builder hands it over to be written whole
-/// (`Index::insert_generations`).
+/// (`Index::insert_generations`), or one read back (`SealedGeneration::held`).
 pub struct Built<'a> {
     pub(super) seg: &'a Segment,
 }

@@ -76,17 +76,7 @@ impl Dir {
 
 impl ColdFactory for FileColdFactory {
     fn create(&self, gen: i64) -> Box<dyn ColdStore> {
-        Box::new(FileCold {
-            dir: self.inner.clone(),
-            gen,
-            base: None,
-            file: None,
-            failed: false,
-            written: 0,
-            pending: Vec::new(),
-            kept: VecDeque::new(),
-            kept_bytes: 0,
-        })
+        Box::new(FileCold::new(self.inner.clone(), gen, None))
     }
 
     fn load(
@@ -103,17 +93,8 @@ impl ColdFactory for FileColdFactory {
                 "the records run past the end of their file",
             ));
         }
-        Ok(Box::new(FileCold {
-            dir: self.inner.clone(),
-            gen,
-            base: Some(Base { file, offset, len }),
-            file: None,
-            failed: false,
-            written: 0,
-            pending: Vec::new(),
-            kept: VecDeque::new(),
-            kept_bytes: 0,
-        }))
+        let base = Base { file, offset, len };
+        Ok(Box::new(FileCold::new(self.inner.clone(), gen, Some(base))))
     }
 }
 
@@ -144,6 +125,20 @@ struct FileCold {
 }
 
 impl FileCold {
+    fn new(dir: Arc<Dir>, gen: i64, base: Option<Base>) -> FileCold {
+        FileCold {
+            dir,
+            gen,
+            base,
+            file: None,
+            failed: false,
+            written: 0,
+            pending: Vec::new(),
+            kept: VecDeque::new(),
+            kept_bytes: 0,
+        }
+    }
+
     fn flush(&mut self) -> std::io::Result<()> {
         if self.file.is_none() {
             self.file = Some(self.dir.open(self.gen)?);

@@ -326,7 +326,7 @@ fn read_one(u: &Usable, cold: &dyn ColdFactory) -> std::io::Result<SealedGenerat
     let mut r = BufReader::with_capacity(1 << 20, u.file.try_clone()?);
     r.seek(SeekFrom::Start(HEADER_BYTES))?;
     let g = SealedGeneration::read(h.gen, &mut r, h.arrays.bytes, h.arrays.hash, records)?;
-    if g.len() as u64 != h.arrays.entries {
+    if g.held().len() as u64 != h.arrays.entries {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             "it holds another number of entries than its header says",
