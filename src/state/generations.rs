@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::keys::{entry_key, key_generation};
+use super::keys::{chunk_seq, entry_key, key_generation};
 use super::{guarded, DecodeError, StateError, Store};
 use crate::index::Packed;
 
@@ -142,7 +142,7 @@ impl<'a> Generations<'a> {
                 }
             }
             if let Some(g) = next_gen.filter(|g| self.skip.contains(g)) {
-                self.seek_past(g);
+                self.seek_past(g)?;
                 continue;
             }
             let Some(kv) = iter.next() else {
@@ -164,16 +164,38 @@ impl<'a> Generations<'a> {
         Ok(current.filter(|(_, entries)| !entries.is_empty()))
     }
 
-    /// Reads on from the first key past generation `gen`.
-    fn seek_past(&mut self, gen: i64) {
+    /// Reads on from the first key past generation `gen`, whose entries the caller has
+    /// otherwise. Its uncommitted chunks (written after the last checkpoint, they sort last) are
+    /// read all the same, to be counted and deleted as any other's.
+    fn seek_past(&mut self, gen: i64) -> Result<(), StateError> {
         let store = match &self.store {
             Held::Borrowed(s) => Some(*s),
             Held::Owned(s, _) => s.as_ref(),
         };
-        self.iter = store.map(|s| match gen.checked_add(1) {
-            Some(next) => s.entries.range(entry_key(next, 0).to_vec()..).peekable(),
-            None => s.entries.range(Vec::from([0xFFu8; 17])..).peekable(),
+        let Some(store) = store else {
+            self.iter = None;
+            return Ok(());
+        };
+        let next = gen.checked_add(1).map(|n| entry_key(n, 0).to_vec());
+        let mut chunks = match &next {
+            Some(n) => store.entries.range(entry_key(gen, 0).to_vec()..n.clone()),
+            None => store.entries.range(entry_key(gen, 0).to_vec()..),
+        };
+        let mut unread = Packed::default();
+        while let Some(kv) = chunks.next_back() {
+            let (k, v) = kv?;
+            if chunk_seq(&k) < self.next_seq {
+                break;
+            }
+            let at = (self.min_gen, self.next_seq);
+            let into = (&mut self.counts, &mut self.uncommitted_keys);
+            sort_out(at, into, gen, k, v, &mut unread)?;
+        }
+        self.iter = Some(match next {
+            Some(n) => store.entries.range(n..).peekable(),
+            None => store.entries.range(Vec::from([0xFFu8; 17])..).peekable(),
         });
+        Ok(())
     }
 
     /// Opens an owned store afresh once its share of bytes were read through it, and reads on

@@ -366,7 +366,7 @@ fn last_keys_follow_commits_and_a_rebuild_skips_what_it_is_told() {
     // The largest chunk number stored, whichever generation holds it.
     assert_eq!(store.max_chunk().unwrap(), 3001);
     let mut got = Vec::new();
-    let (_, loaded) = store
+    let (store, loaded) = store
         .rebuild_skipping(None, 3001, [6].into(), |gens| {
             got.extend(gens.map(|(g, p)| (g, p.len())));
             Ok(())
@@ -374,4 +374,21 @@ fn last_keys_follow_commits_and_a_rebuild_skips_what_it_is_told() {
         .unwrap();
     assert_eq!(got, [(5, 1000), (7, 1000)]);
     assert_eq!((loaded.entries, loaded.discarded), (2000, 1));
+    // A skipped generation's uncommitted chunk is deleted all the same: once later commits pass
+    // its sequence numbers it would otherwise read as committed.
+    store
+        .commit(&[(7, entry("z", 3001))], &checkpoint(3001), None)
+        .unwrap();
+    let (store, loaded) = store
+        .rebuild_skipping(None, 3001, [5, 7].into(), |gens| {
+            assert_eq!(
+                gens.map(|(g, p)| (g, p.len())).collect::<Vec<_>>(),
+                [(6, 1001)]
+            );
+            Ok(())
+        })
+        .unwrap();
+    assert_eq!((loaded.entries, loaded.discarded), (1001, 1));
+    let all = store.load(None, u64::MAX).unwrap();
+    assert_eq!((all.entries, all.discarded), (3001, 0));
 }
