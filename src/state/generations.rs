@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::keys::{chunk_seq, entry_key, key_generation};
+use super::keys::{chunk_seq, generation_keys, key_generation};
 use super::{guarded, DecodeError, StateError, Store};
 use crate::index::Packed;
 
@@ -176,11 +176,9 @@ impl<'a> Generations<'a> {
             self.iter = None;
             return Ok(());
         };
-        let next = gen.checked_add(1).map(|n| entry_key(n, 0).to_vec());
-        let mut chunks = match &next {
-            Some(n) => store.entries.range(entry_key(gen, 0).to_vec()..n.clone()),
-            None => store.entries.range(entry_key(gen, 0).to_vec()..),
-        };
+        let keys = generation_keys(gen);
+        let past = keys.end.clone();
+        let mut chunks = store.entries.range(keys);
         let mut unread = Packed::default();
         while let Some(kv) = chunks.next_back() {
             let (k, v) = kv?;
@@ -191,10 +189,7 @@ impl<'a> Generations<'a> {
             let into = (&mut self.counts, &mut self.uncommitted_keys);
             sort_out(at, into, gen, k, v, &mut unread)?;
         }
-        self.iter = Some(match next {
-            Some(n) => store.entries.range(n..).peekable(),
-            None => store.entries.range(Vec::from([0xFFu8; 17])..).peekable(),
-        });
+        self.iter = Some(store.entries.range(past..).peekable());
         Ok(())
     }
 

@@ -27,6 +27,16 @@ pub(super) fn piece_key(gen: i64, first_seq: u64, i: u32) -> Vec<u8> {
     k
 }
 
+/// The keys of generation `gen`'s chunks: from its first possible key to the first of the next
+/// generation (past every key for the last generation there can be).
+pub(super) fn generation_keys(gen: i64) -> std::ops::Range<Vec<u8>> {
+    let end = match gen.checked_add(1) {
+        Some(next) => entry_key(next, 0).to_vec(),
+        None => vec![0xFF; 17],
+    };
+    entry_key(gen, 0).to_vec()..end
+}
+
 pub(super) fn key_generation(k: &[u8]) -> i64 {
     let mut g = [0u8; 8];
     g.copy_from_slice(&k[..8.min(k.len())]);

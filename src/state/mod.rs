@@ -21,7 +21,7 @@ pub use generations::{Generations, Loaded};
 
 use crate::index::entry::DecodeError;
 use crate::index::Entry;
-use keys::{chunk_seq, entry_key, key_generation, piece_key, PIECE_BYTES};
+use keys::{chunk_seq, entry_key, generation_keys, key_generation, piece_key, PIECE_BYTES};
 
 const KEY_CHECKPOINT: &[u8] = b"checkpoint";
 const KEY_ANALYSIS: &[u8] = b"analysis_id";
@@ -432,22 +432,15 @@ impl Store {
             let mut from = Vec::new();
             while let Some(first) = self.entries.range(from.clone()..).keys().next() {
                 let gen = key_generation(&first?);
-                let start = entry_key(gen, 0).to_vec();
-                let next = gen.checked_add(1).map(|n| entry_key(n, 0).to_vec());
-                let mut keys = match &next {
-                    Some(n) => self.entries.range(start..n.clone()).keys(),
-                    None => self.entries.range(start..).keys(),
-                };
+                let keys = generation_keys(gen);
+                from = keys.end.clone();
+                let mut keys = self.entries.range(keys).keys();
                 while let Some(k) = keys.next_back() {
                     let k = k?;
                     if chunk_seq(&k) < next_seq {
                         out.insert(gen, k.to_vec());
                         break;
                     }
-                }
-                match next {
-                    Some(n) => from = n,
-                    None => break,
                 }
             }
             Ok(out)
