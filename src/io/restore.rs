@@ -118,12 +118,8 @@ pub fn restore(
             return;
         }
         if let Some(key) = last_keys.get(&gen).cloned() {
-            keeper.keep(
-                gen,
-                key,
-                |w| b.write_arrays(w),
-                || b.detach_cold().map(Some),
-            );
+            let arrays = |w: &mut dyn Write| b.write_arrays(w);
+            keeper.keep(gen, key, arrays, || b.detach_cold().map(Some));
         }
     };
     let (store, loaded) = store.rebuild_skipping(opts.min_gen, opts.next_seq, skip, |gens| {
@@ -184,17 +180,17 @@ impl Keeper {
 
     /// Starts generation `gen`'s file, unless it has one: `arrays` writes its index arrays
     /// (`None`: it cannot be written whole), `cold` detaches its cold records; `last_key` is its
-    /// last stored chunk key, which must cover exactly what `arrays` writes.
+    /// last stored chunk key, which must cover exactly what `arrays` writes. Whether it started.
     fn keep(
         &self,
         gen: i64,
         last_key: Vec<u8>,
         arrays: impl FnOnce(&mut dyn Write) -> std::io::Result<Option<Written>>,
         cold: impl FnOnce() -> std::io::Result<Option<Box<dyn ColdCopy>>>,
-    ) {
+    ) -> bool {
         let fresh = self.kept.lock().map(|mut k| k.insert(gen)).unwrap_or(false);
         if !fresh {
-            return;
+            return false;
         }
         let started = self
             .dir
@@ -206,9 +202,13 @@ impl Keeper {
                 if let Some(tx) = self.tx.lock().ok().as_ref().and_then(|t| t.as_ref()) {
                     let _ = tx.send(job);
                 }
+                true
             }
-            Ok(None) => {}
-            Err(e) => write_failed(gen, &self.dir, &e),
+            Ok(None) => false,
+            Err(e) => {
+                write_failed(gen, &self.dir, &e);
+                false
+            }
         }
     }
 
@@ -221,13 +221,16 @@ impl Keeper {
         let newest = sizes.last().map(|g| g.0);
         let oldest = sizes.first().map(|g| g.0);
         // The files of generations that expired go.
-        if let Ok(mut kept) = self.kept.lock() {
-            while let Some(&gen) = kept.first().filter(|&&g| oldest.is_none_or(|o| g < o)) {
-                self.dir.remove(gen);
-                kept.remove(&gen);
+        let kept = match self.kept.lock() {
+            Ok(mut kept) => {
+                while let Some(&gen) = kept.first().filter(|&&g| oldest.is_none_or(|o| g < o)) {
+                    self.dir.remove(gen);
+                    kept.remove(&gen);
+                }
+                kept.clone()
             }
-        }
-        let kept = self.kept.lock().map(|k| k.clone()).unwrap_or_default();
+            Err(_) => return,
+        };
         let due: Vec<i64> = sizes
             .into_iter()
             .filter(|&(gen, entries)| {
@@ -253,17 +256,11 @@ impl Keeper {
                 continue;
             };
             let t = Instant::now();
-            self.keep(
-                gen,
-                key,
-                |w| index.write_sealed(gen, w),
-                || index.detach_cold(gen),
-            );
-            tracing::info!(
-                gen,
-                secs = t.elapsed().as_secs_f64(),
-                "sealed generation written whole"
-            );
+            let arrays = |w: &mut dyn Write| index.write_sealed(gen, w);
+            if self.keep(gen, key, arrays, || index.detach_cold(gen)) {
+                let secs = t.elapsed().as_secs_f64();
+                tracing::info!(gen, secs, "sealed generation written whole");
+            }
         }
     }
 
