@@ -212,6 +212,12 @@ impl Engine {
         &self.index
     }
 
+    /// Merges what late entries added to sealed generation `gen` into its compact form, so that
+    /// it can be written whole (`Index::settle`); whether it is held.
+    pub fn settle_generation(&mut self, gen: i64) -> bool {
+        self.index.settle(gen)
+    }
+
     /// Adds generations read back whole (`Index::adopt`), those below the live window left
     /// out; hands back the ones not added (below the window, or already held).
     pub fn adopt_sealed(&mut self, gens: Vec<SealedGeneration>) -> Vec<SealedGeneration> {

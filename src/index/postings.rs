@@ -297,6 +297,62 @@ impl<K: Copy + Eq + Hash + Into<u64> + From<u64>> Postings<K> {
             + self.head_len * 4
     }
 
+    /// Whether everything held is in the sealed run (`seal` merged the head), as `write_to`
+    /// needs.
+    pub fn is_sealed(&self) -> bool {
+        self.head_len == 0
+    }
+
+    /// Writes the sealed run (`index::snapshot`); the head must be empty (`is_sealed`).
+    pub(super) fn write_to(&self, out: &mut super::snapshot::Out<'_>) -> std::io::Result<()> {
+        debug_assert!(self.is_sealed());
+        let keys: Vec<[u64; 2]> = self
+            .run_keys
+            .iter()
+            .map(|(k, n, start)| [k, u64::from(n) << 32 | u64::from(start)])
+            .collect();
+        out.slice(&keys)?;
+        out.slice(&self.run)
+    }
+
+    /// The postings `write_to` wrote, each slot below `slots`; any list that does not decode
+    /// within the run, or slots out of order or range, is an `InvalidData` error.
+    pub(super) fn read_from(
+        r: &mut super::snapshot::In<'_>,
+        slots: usize,
+    ) -> std::io::Result<Self> {
+        let bad = || super::snapshot::invalid("its late postings are malformed");
+        let keys: Vec<[u64; 2]> = r.vec()?;
+        let run: Vec<u8> = r.vec()?;
+        let mut p = Postings::<K> {
+            run_keys: Ranks::with_capacity(keys.len()),
+            ..Postings::default()
+        };
+        for [key, word] in keys {
+            let (n, start) = ((word >> 32) as u32, word as u32);
+            if n == 0 || p.run_keys.get(key).is_some() {
+                return Err(bad());
+            }
+            let mut bytes = run.get(start as usize..).ok_or_else(bad)?;
+            let mut prev = None;
+            for _ in 0..n {
+                let (gap, rest) = read_varint(bytes).ok_or_else(bad)?;
+                let slot = prev.map_or(Some(gap), |s: u32| s.checked_add(gap));
+                match slot {
+                    Some(s) if (s as usize) < slots => prev = Some(s),
+                    _ => return Err(bad()),
+                }
+                bytes = rest;
+            }
+            let (w, b) = filter_bit(&K::from(key));
+            p.filter[w] |= b;
+            p.run_keys.insert(key, n, start);
+            p.run_len += n as usize;
+        }
+        p.run = run;
+        Ok(p)
+    }
+
     /// Merges the head into the sealed run (unless the run would outgrow its 32-bit offsets,
     /// which no generation of a sane size reaches: the head then keeps growing).
     pub fn seal(&mut self) {

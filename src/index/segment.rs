@@ -160,6 +160,14 @@ impl Segment {
         }
     }
 
+    /// Merges what was added since the generation was sealed (late entries) into the compact
+    /// forms: the mutable block tables into the direct ones, the bigram postings' head into
+    /// their run. Prefix postings are built only by `seal`, so the candidates stay the same.
+    pub(super) fn settle(&mut self, layout: &TableLayout) {
+        self.direct_tables(layout);
+        self.grams.seal();
+    }
+
     /// Moves the slots of the mutable block tables into the direct ones once they hold a
     /// quarter as many (and at least `DIRECT_MIN_SLOTS`): a growing generation then scans
     /// fragments, not records, for most of its slots, and each slot is rebuilt about five

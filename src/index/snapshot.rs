@@ -1,7 +1,8 @@
 //! A sealed generation written out whole and read back as it was, so that a restart loads its
 //! arrays instead of decoding and indexing every stored entry again: the per-slot records, the
-//! exact-text table, the direct block tables, the prefix postings and the gram dictionary, as
-//! flat little-endian arrays, each behind its length. The cold records are the caller's to
+//! exact-text table, the direct block tables, the prefix postings, the bigram postings of
+//! entries that joined it late (merged first: `Index::settle`) and the gram dictionary, as flat
+//! little-endian arrays, each behind its length. The cold records are the caller's to
 //! place (`ColdStore::detach`, `ColdFactory::load`); where the bytes go, and when they are
 //! still valid, is the caller's too (`state::sealed`). Everything written passes through a hash
 //! that the reader computes again, so a damaged file is refused, never half used.
@@ -18,8 +19,9 @@ use super::ranks::Ranks;
 use super::segment::Segment;
 use super::Index;
 
-/// The arrays' layout version: a file of another one is refused.
-pub const FORMAT: u32 = 1;
+/// The arrays' layout version: a file of another one is refused. 2: late entries' bigram
+/// postings.
+pub const FORMAT: u32 = 2;
 
 /// What writing a generation's arrays wrote.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,6 +78,7 @@ impl SealedGeneration {
             0 => None,
             _ => Some(super::prefix::PrefixPostings::read_from(&mut r)?),
         };
+        let grams = Postings::read_from(&mut r, store.len())?;
         let pairs: Vec<[u64; 2]> = r.vec()?;
         let mut dict = Ranks::with_capacity(pairs.len());
         for [gram, word] in pairs {
@@ -101,7 +104,7 @@ impl SealedGeneration {
             texts,
             tables: Vec::new(),
             sealed_tables,
-            grams: Postings::default(),
+            grams,
             prefix,
         };
         Ok(SealedGeneration { seg, dict })
@@ -131,7 +134,7 @@ impl Index {
     }
 
     /// Writes the arrays of generation `gen` (see the module documentation) if it is sealed
-    /// with nothing added since; `None` if it is not, or is not held.
+    /// with anything added since merged (`settle`); `None` if it is not, or is not held.
     pub fn write_sealed(&self, gen: i64, w: &mut dyn Write) -> io::Result<Option<Written>> {
         let Some(seg) = self.segment(gen) else {
             return Ok(None);
@@ -150,11 +153,17 @@ impl Index {
             .transpose()
     }
 
-    /// Whether generation `gen` is held, sealed with nothing added since (`write_sealed` writes
-    /// it).
-    pub fn sealed_whole(&self, gen: i64) -> bool {
-        self.segment(gen)
-            .is_some_and(|seg| seg.grams.is_empty() && seg.tables.iter().all(|t| t.is_empty()))
+    /// Makes generation `gen`, sealed, ready to be written whole: what late entries added to it
+    /// since it was sealed is merged into the compact forms that hold them (the direct block
+    /// tables, and the run of its own bigram postings), as a growing generation's merges do;
+    /// the candidates of any query stay the same. Whether it is held.
+    pub fn settle(&mut self, gen: i64) -> bool {
+        let layout = &self.layout;
+        self.segments
+            .iter_mut()
+            .find(|s| s.gen == gen)
+            .map(|seg| seg.settle(layout))
+            .is_some()
     }
 
     /// Adds generations read back whole, each unless the index holds its generation already
@@ -215,14 +224,14 @@ impl Built<'_> {
     }
 }
 
-/// Writes the arrays of `seg`, whose gram dictionary is `dict`, unless something was added to
-/// it since it was sealed (`None`).
+/// Writes the arrays of `seg`, whose gram dictionary is `dict`, unless what was added to it since
+/// it was sealed is not merged (`None`: `Index::settle`).
 fn write_segment(
     seg: &Segment,
     dict: impl Iterator<Item = (Gram, u32, u32)>,
     w: &mut dyn Write,
 ) -> io::Result<Option<Written>> {
-    if !seg.grams.is_empty() || seg.tables.iter().any(|t| !t.is_empty()) {
+    if !seg.grams.is_sealed() || seg.tables.iter().any(|t| !t.is_empty()) {
         return Ok(None);
     }
     let mut out = Out {
@@ -245,6 +254,7 @@ fn write_segment(
             p.write_to(&mut out)?;
         }
     }
+    seg.grams.write_to(&mut out)?;
     let pairs: Vec<[u64; 2]> = dict
         .map(|(g, n, s)| [g, u64::from(n) << 32 | u64::from(s)])
         .collect();

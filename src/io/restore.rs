@@ -1,25 +1,30 @@
 //! A start from a state dir: generations kept whole beside the store (`state::sealed`) are loaded
 //! as they are, the others rebuilt from the stored entries (`Store::rebuild_skipping`), and the
 //! sealed ones just rebuilt written whole for the next start, by their builders as soon as each
-//! is built, made durable in the background (`Keeper`), as are those a file run seals later
-//! (`Keeper::after_checkpoint`). The files are a cache: one that cannot be read or written is
-//! logged and left to sled, never a failed start.
+//! is built, made durable in the background (`Keeper`), as are those a run seals later, file
+//! run or dedup worker (`Keeper::after_checkpoint`). The files are a cache: one that cannot be
+//! read or written is logged and left to sled, never a failed start.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufReader, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::engine::Engine;
 use crate::index::cold::ColdCopy;
 use crate::index::cold::ColdFactory;
-use crate::index::{Built, Index, SealedGeneration, Written};
+use crate::index::{Built, SealedGeneration, Written};
 use crate::state::sealed::{Pending, SealedDir, Usable, HEADER_BYTES};
 use crate::state::{Loaded, StateError, Store};
 
 /// Generations with fewer entries are not written whole: they rebuild in milliseconds.
 const MIN_WRITTEN_ENTRIES: usize = 1024;
+
+/// A generation whose file late entries made stale is written again at most this often: late
+/// entries may trickle in (another dedup worker's, through the changelog), and each write costs
+/// the generation's arrays on the engine thread.
+const REWRITE_AFTER: Duration = Duration::from_secs(60);
 
 /// What a start restored.
 #[derive(Debug, Default)]
@@ -97,8 +102,10 @@ pub fn restore(
     // Those not adopted (below the window) are rebuilt from sled, which drops them too.
     drop(engine.adopt_sealed(read));
     let mut skip = BTreeSet::new();
+    let mut kept = BTreeMap::new();
     for (gen, entries) in engine.index().generation_sizes() {
         skip.insert(gen);
+        kept.insert(gen, Kept::now(entries));
         done.sealed_loaded.0 += 1;
         done.sealed_loaded.1 += entries;
     }
@@ -111,7 +118,7 @@ pub fn restore(
         );
     }
     let newest = last_keys.keys().next_back().copied();
-    let keeper = Keeper::new(dir, digest, skip.clone());
+    let keeper = Keeper::new(dir, digest, kept);
     let keep = |b: Built<'_>| {
         let gen = b.gen();
         if Some(gen) == newest || b.len() < MIN_WRITTEN_ENTRIES {
@@ -119,7 +126,7 @@ pub fn restore(
         }
         if let Some(key) = last_keys.get(&gen).cloned() {
             let arrays = |w: &mut dyn Write| b.write_arrays(w);
-            keeper.keep(gen, key, arrays, || b.detach_cold().map(Some));
+            keeper.keep(gen, b.len(), key, arrays, || b.detach_cold().map(Some));
         }
     };
     let (store, loaded) = store.rebuild_skipping(opts.min_gen, opts.next_seq, skip, |gens| {
@@ -134,14 +141,39 @@ pub fn restore(
 /// A file started, and the cold records that finish it.
 type Job = (Pending, Box<dyn ColdCopy>);
 
+/// A generation with a file (loaded, written, or tried: a failure is not tried again until the
+/// generation grows).
+#[derive(Clone, Copy, Debug)]
+struct Kept {
+    /// Its entries when the file was written.
+    entries: usize,
+    /// When.
+    at: Instant,
+}
+
+impl Kept {
+    fn now(entries: usize) -> Kept {
+        Kept {
+            entries,
+            at: Instant::now(),
+        }
+    }
+
+    /// Whether a generation of `entries` entries is due to be written again: late entries made
+    /// its file stale, and the last write is old enough (`REWRITE_AFTER`).
+    fn stale(&self, entries: usize) -> bool {
+        entries > self.entries && self.at.elapsed() >= REWRITE_AFTER
+    }
+}
+
 /// Writes sealed generations whole (`state::sealed`): the index arrays on the calling thread,
 /// the cold records, the syncs and the move into place on a thread of its own, so that neither a
 /// restart's builders nor a running pipeline wait on the disk.
 pub struct Keeper {
     dir: SealedDir,
     digest: u64,
-    /// Generations with a file: loaded, written, or tried (a failure is not tried again).
-    kept: Mutex<BTreeSet<i64>>,
+    /// Generations with a file.
+    kept: Mutex<BTreeMap<i64, Kept>>,
     started: AtomicUsize,
     tx: Mutex<Option<mpsc::Sender<Job>>>,
     writer: Option<std::thread::JoinHandle<usize>>,
@@ -154,7 +186,7 @@ impl std::fmt::Debug for Keeper {
 }
 
 impl Keeper {
-    fn new(dir: SealedDir, digest: u64, kept: BTreeSet<i64>) -> Keeper {
+    fn new(dir: SealedDir, digest: u64, kept: BTreeMap<i64, Kept>) -> Keeper {
         let (tx, rx) = mpsc::channel::<Job>();
         let writer_dir = dir.clone();
         let writer = std::thread::spawn(move || {
@@ -178,18 +210,26 @@ impl Keeper {
         }
     }
 
-    /// Starts generation `gen`'s file, unless it has one: `arrays` writes its index arrays
-    /// (`None`: it cannot be written whole), `cold` detaches its cold records; `last_key` is its
-    /// last stored chunk key, which must cover exactly what `arrays` writes. Whether it started.
+    /// Starts the file of generation `gen`, of `entries` entries, unless it has one that is not
+    /// stale (`Kept::stale`): `arrays` writes its index arrays (`None`: it cannot be written
+    /// whole), `cold` detaches its cold records; `last_key` is its last stored chunk key, which
+    /// must cover exactly what `arrays` writes. Whether it started.
     fn keep(
         &self,
         gen: i64,
+        entries: usize,
         last_key: Vec<u8>,
         arrays: impl FnOnce(&mut dyn Write) -> std::io::Result<Option<Written>>,
         cold: impl FnOnce() -> std::io::Result<Option<Box<dyn ColdCopy>>>,
     ) -> bool {
-        let fresh = self.kept.lock().map(|mut k| k.insert(gen)).unwrap_or(false);
-        if !fresh {
+        let due = self.kept.lock().is_ok_and(|mut k| {
+            let due = k.get(&gen).is_none_or(|f| f.stale(entries));
+            if due {
+                k.insert(gen, Kept::now(entries));
+            }
+            due
+        });
+        if !due {
             return false;
         }
         let started = self
@@ -212,18 +252,30 @@ impl Keeper {
         }
     }
 
-    /// After a checkpoint that left the index holding exactly the stored entries (the file
-    /// pipeline's: every change committed, `next_seq` the checkpoint's), writes each generation
-    /// sealed whole since, but the newest, that has no file yet, and removes the files of those
-    /// that expired. Its arrays are written here, the rest in the background.
-    pub fn after_checkpoint(&self, store: &Store, index: &Index, next_seq: u64) {
-        let sizes = index.generation_sizes();
+    /// After a checkpoint, writes each sealed generation (all but the newest) that has no file
+    /// yet, or a stale one (`Kept::stale`), and removes the files of those that expired. The
+    /// engine's index must hold exactly the stored entries of every generation but those
+    /// `unstored` names (a dedup worker's with entries not echoed by the changelog yet: stored
+    /// later); `next_seq` is the checkpoint's (a file run's: what is stored past it was never
+    /// committed). What late entries added to a generation is merged first
+    /// (`Engine::settle_generation`). Its arrays are written here, the rest in the background.
+    pub fn after_checkpoint(
+        &self,
+        store: &Store,
+        engine: &mut Engine,
+        next_seq: u64,
+        unstored: &dyn Fn(i64) -> bool,
+    ) {
+        let sizes = engine.index().generation_sizes();
         let newest = sizes.last().map(|g| g.0);
         let oldest = sizes.first().map(|g| g.0);
         // The files of generations that expired go.
         let kept = match self.kept.lock() {
             Ok(mut kept) => {
-                while let Some(&gen) = kept.first().filter(|&&g| oldest.is_none_or(|o| g < o)) {
+                while let Some((&gen, _)) = kept
+                    .first_key_value()
+                    .filter(|(&g, _)| oldest.is_none_or(|o| g < o))
+                {
                     self.dir.remove(gen);
                     kept.remove(&gen);
                 }
@@ -231,15 +283,14 @@ impl Keeper {
             }
             Err(_) => return,
         };
-        let due: Vec<i64> = sizes
+        let due: Vec<(i64, usize)> = sizes
             .into_iter()
             .filter(|&(gen, entries)| {
                 Some(gen) != newest
                     && entries >= MIN_WRITTEN_ENTRIES
-                    && !kept.contains(&gen)
-                    && index.sealed_whole(gen)
+                    && kept.get(&gen).is_none_or(|f| f.stale(entries))
+                    && !unstored(gen)
             })
-            .map(|g| g.0)
             .collect();
         if due.is_empty() {
             return;
@@ -251,16 +302,32 @@ impl Keeper {
                 return;
             }
         };
-        for gen in due {
+        for (gen, entries) in due {
             let Some(key) = keys.get(&gen).cloned() else {
                 continue;
             };
             let t = Instant::now();
+            let rewrite = kept.contains_key(&gen);
+            engine.settle_generation(gen);
+            let index = engine.index();
             let arrays = |w: &mut dyn Write| index.write_sealed(gen, w);
-            if self.keep(gen, key, arrays, || index.detach_cold(gen)) {
+            if self.keep(gen, entries, key, arrays, || index.detach_cold(gen)) {
                 let secs = t.elapsed().as_secs_f64();
-                tracing::info!(gen, secs, "sealed generation written whole");
+                tracing::info!(
+                    gen,
+                    entries,
+                    rewrite,
+                    secs,
+                    "sealed generation written whole"
+                );
             }
+        }
+    }
+
+    /// Forgets every file (the state's entries were cleared, and the files with them).
+    pub fn forget(&self) {
+        if let Ok(mut kept) = self.kept.lock() {
+            kept.clear();
         }
     }
 

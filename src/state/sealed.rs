@@ -20,6 +20,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::index::cold::ColdCopy;
 use crate::index::Written;
@@ -208,9 +209,12 @@ impl SealedDir {
             return Ok(None);
         }
         std::fs::create_dir_all(&self.path)?;
+        // A generation may be written again while its last write is finishing.
+        static WRITES: AtomicU64 = AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, Ordering::Relaxed);
         let tmp = self
             .path
-            .join(format!("gen-{gen}.sealed.{}.tmp", std::process::id()));
+            .join(format!("gen-{gen}.sealed.{}-{n}.tmp", std::process::id()));
         let file = OpenOptions::new()
             .write(true)
             .create(true)

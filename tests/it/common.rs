@@ -210,3 +210,31 @@ pub fn terminate(c: &std::process::Child) {
         .args(["-TERM", &c.id().to_string()])
         .status();
 }
+
+/// `n` posts from `first` on, 12 s apart, of distinct texts (random CJK characters), every fifth
+/// one from `first + 5` on a light edit of post `echo(i)`.
+pub fn varied_posts(path: &Path, first: usize, n: usize, echo: impl Fn(usize) -> usize) {
+    let text = |i: usize| -> String {
+        let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (0..20 + i % 40)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                char::from_u32(0x4E00 + (x % 2000) as u32).unwrap()
+            })
+            .collect()
+    };
+    let mut out = String::new();
+    for i in first..first + n {
+        let body = if i >= first + 5 && i % 5 == 0 {
+            format!("{}了", text(echo(i)))
+        } else {
+            text(i)
+        };
+        let t = 1_700_000_000 + 12 * i as i64;
+        let post = serde_json::json!({"id": format!("v{i}"), "text": body, "created_at": t});
+        out.push_str(&format!("{post}\n"));
+    }
+    std::fs::write(path, out).unwrap();
+}

@@ -182,3 +182,119 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
         second.applied
     );
 }
+
+// A dedup worker with a state dir writes the generations it seals whole after the checkpoint
+// that stores their last entries; its next start loads them instead of rebuilding them, and
+// decides as the file pipeline does.
+#[test]
+fn a_dedup_worker_keeps_the_generations_it_seals_whole() {
+    let cluster = MockCluster::new(1).unwrap();
+    let k = KafkaConfig {
+        brokers: cluster.bootstrap_servers(),
+        routed_partitions: 4,
+        output_partitions: 2,
+        idle_after_ms: 1_000,
+        ..KafkaConfig::default()
+    };
+    for (name, parts) in [
+        (k.input_topic.as_str(), 2),
+        (k.routed_topic.as_str(), 4),
+        (k.unique_topic.as_str(), 2),
+        (k.duplicates_topic.as_str(), 2),
+        (k.rejected_topic.as_str(), 2),
+        (k.changelog_topic.as_str(), 1),
+    ] {
+        cluster.create_topic(name, parts, 1).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
+    // 6-hour generations of 1,800 posts: a partial one (too small to write), three sealed
+    // while the worker runs `a`, then the growing one, which `b` seals.
+    crate::common::varied_posts(&a, 0, 6000, |i| i - 5);
+    crate::common::varied_posts(&b, 6000, 2000, |i| (i * 7) % 5000);
+    let cfg = Config {
+        kafka: k.clone(),
+        ..Config::default()
+    }
+    .stages();
+    let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
+    let state = dir.path().join("state");
+    let local = dedup::LocalStateDir {
+        dir: state.clone(),
+        analysis_id: "test".into(),
+    };
+    let stop = AtomicBool::new(false);
+    let pass = |input: &std::path::Path, want: usize| {
+        tools::produce(&k, &k.input_topic, None, input.to_str().unwrap()).unwrap();
+        stop.store(false, Ordering::Relaxed);
+        std::thread::scope(|s| {
+            let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop, None));
+            let d = s.spawn(|| dedup::run(&k, &cfg, &stop, None, Some(&local)));
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(500));
+                let got = verdicts(
+                    &export(&k, &k.unique_topic),
+                    &export(&k, &k.duplicates_topic),
+                    &export(&k, &k.rejected_topic),
+                );
+                if got.len() > want {
+                    break;
+                }
+            }
+            stop.store(true, Ordering::Relaxed);
+            r.join().unwrap().unwrap();
+            d.join().unwrap().unwrap()
+        })
+    };
+    let files = || -> Vec<String> {
+        let mut f: Vec<String> = std::fs::read_dir(state.join("sealed"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        f.sort();
+        f
+    };
+    let first = pass(&a, 6000);
+    assert_eq!(first.records, 6000);
+    assert_eq!((first.restored, first.sealed_loaded), (0, 0));
+    assert_eq!(
+        files().len(),
+        3,
+        "the full generations sealed while it ran: {:?}",
+        files()
+    );
+    let t = Instant::now();
+    let second = pass(&b, 8000);
+    eprintln!("second pass {:?}", t.elapsed());
+    assert_eq!(second.records, 2000);
+    // Everything but the worker's own entries the changelog had not echoed when it stopped
+    // (the changelog's tail brings those).
+    assert!(
+        (5900..=6000).contains(&second.restored),
+        "{}",
+        second.restored
+    );
+    assert_eq!(second.sealed_loaded, 5400, "three generations loaded whole");
+    assert_eq!(files().len(), 4, "and the one `b` sealed: {:?}", files());
+    let kafka = verdicts(
+        &export(&k, &k.unique_topic),
+        &export(&k, &k.duplicates_topic),
+        &export(&k, &k.rejected_topic),
+    );
+    let both = dir.path().join("both.jsonl");
+    let mut text = std::fs::read(&a).unwrap();
+    text.extend(std::fs::read(&b).unwrap());
+    std::fs::write(&both, text).unwrap();
+    let outs = Outs::in_dir(dir.path(), "file");
+    run_ok(outs.command(&both, None));
+    let read = |p: &std::path::Path| std::fs::read(p).unwrap();
+    let file = verdicts(
+        &read(&outs.unique),
+        &read(&outs.dups),
+        &read(&outs.rejected),
+    );
+    assert_eq!(kafka, file);
+}

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::{data, read_jsonl, run_ok, Outs};
+use crate::common::{data, read_jsonl, run_ok, varied_posts, Outs};
 
 fn split_sample(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let text = std::fs::read(data("sample_posts.jsonl")).unwrap();
@@ -121,34 +121,6 @@ fn killed_run_resumes_with_identical_outputs() {
             a.display()
         );
     }
-}
-
-/// `n` posts from `first` on, 12 s apart, of distinct texts (random CJK characters), every fifth
-/// one from `first + 5` on a light edit of post `echo(i)`.
-fn varied_posts(path: &Path, first: usize, n: usize, echo: impl Fn(usize) -> usize) {
-    let text = |i: usize| -> String {
-        let mut x = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (0..20 + i % 40)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                char::from_u32(0x4E00 + (x % 2000) as u32).unwrap()
-            })
-            .collect()
-    };
-    let mut out = String::new();
-    for i in first..first + n {
-        let body = if i >= first + 5 && i % 5 == 0 {
-            format!("{}了", text(echo(i)))
-        } else {
-            text(i)
-        };
-        let t = 1_700_000_000 + 12 * i as i64;
-        let post = serde_json::json!({"id": format!("v{i}"), "text": body, "created_at": t});
-        out.push_str(&format!("{post}\n"));
-    }
-    std::fs::write(path, out).unwrap();
 }
 
 fn copy_dir(from: &Path, to: &Path) {

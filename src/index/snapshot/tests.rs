@@ -144,9 +144,51 @@ fn generations_read_back_answer_as_the_ones_written() {
         b.insert(4, entry(4, i), &mut scratch);
     }
     assert_eq!(answers(&a), answers(&b));
-    // Generation 4 is no longer sealed whole: it is not written.
+    // Generation 4 holds late entries now: it is written once they are merged (`settle`), and
+    // read back it answers as it did, late entries included.
     assert_eq!(a.write_sealed(4, &mut Vec::new()).unwrap(), None);
     assert_eq!(a.write_sealed(5, &mut Vec::new()).unwrap(), None);
+    assert!(!a.settle(5));
+    let before = answers(&a);
+    assert!(a.settle(4));
+    assert_eq!(answers(&a), before, "merging changes no answer");
+    let mut c = index();
+    let gens: Vec<SealedGeneration> = [3i64, 4, 6]
+        .iter()
+        .map(|&g| {
+            let (arrays, w, file) = written(&a, g);
+            read(g, &arrays, &w, &file).unwrap()
+        })
+        .collect();
+    assert_eq!(gens[1].held().len(), 1600);
+    assert!(c.adopt(gens).is_empty());
+    assert!(a
+        .entries()
+        .map(|(r, e)| format!("{r:?} {e:?}"))
+        .eq(c.entries().map(|(r, e)| format!("{r:?} {e:?}"))));
+    assert_eq!(answers(&c), before);
+    // Late entries that match only one another are found through their own postings.
+    let late = |idx: &Index| {
+        let mut scratch = Scratch::default();
+        let mut e = entry(4, 1550);
+        e.id = PostId("late-copy".into());
+        e.key.seq += 1_000_000;
+        e.key.tau += 1_000_000;
+        let mut grams = Vec::new();
+        crate::index::grams::distinct_bigrams(&e.chars, &mut grams);
+        let q = Query {
+            id: &e.id,
+            before: e.key,
+            visibility: Default::default(),
+            min_gen: 0,
+            sketch: e.sketch(),
+            grams: &grams,
+        };
+        idx.find(&q, &mut scratch, &mut QueryStats::default())
+            .map(|f| f.r)
+    };
+    assert!(late(&a).is_some());
+    assert_eq!(late(&a), late(&c));
 }
 
 // A generation the index holds already is handed back, not added twice.

@@ -441,7 +441,7 @@ impl RunCtx<'_> {
         store.commit(&changes, &cp, min_live)?;
         // Every change is committed: the index holds exactly the stored entries.
         if let Some(k) = self.keeper {
-            k.after_checkpoint(store, proc.engine().index(), self.seq);
+            k.after_checkpoint(store, proc.engine_mut(), self.seq, &|_| false);
         }
         Ok(())
     }

@@ -5,6 +5,9 @@
 //! them, this worker's own when they come back (`Unconfirmed`), so the state never holds an
 //! entry the changelog lacks. A crash between checkpoints loses nothing: the changelog is read
 //! again from the stored offset, and entries the index already holds are skipped.
+//! Sealed generations are kept whole beside the entries (`state.keep_sealed`, `io::restore`):
+//! loaded at a start, written when a start rebuilds them, and written after the checkpoint that
+//! stores the last of their entries when the worker seals them while it runs.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -14,6 +17,7 @@ use super::super::gate::Progress;
 use super::super::KafkaError;
 use crate::engine::Engine;
 use crate::index::{Entry, OrderKey};
+use crate::io::restore::Keeper;
 use crate::state::{Checkpoint, Identity, StateError, Store};
 
 /// Entries recorded since the last checkpoint that force the next one.
@@ -39,6 +43,8 @@ pub(super) struct LocalState {
     last_commit: Instant,
     last_chunk: u64,
     interval: Duration,
+    /// Writes sealed generations whole (`None` before `restore`, or with `keep_sealed` off).
+    keeper: Option<Keeper>,
 }
 
 fn state_err(e: StateError) -> KafkaError {
@@ -95,20 +101,22 @@ impl LocalState {
             last_commit: Instant::now(),
             last_chunk,
             interval,
+            keeper: None,
         };
         Ok((local, restored))
     }
 
-    /// Rebuilds `engine`'s index from the stored entries (after `open` found a checkpoint),
-    /// opening the store afresh as it reads (`Store::rebuild`).
-    /// With `keep_sealed` (`state.keep_sealed`), sealed generations kept whole are loaded and
-    /// those rebuilt written whole (`io::restore`); they are made durable in the background
-    /// while the worker runs (a worker stopped before leaves them to its next start).
+    /// Rebuilds `engine`'s index from the stored entries (none in a new state dir), opening
+    /// the store afresh as it reads (`Store::rebuild`). With `keep_sealed`
+    /// (`state.keep_sealed`), sealed generations kept whole are loaded and those rebuilt
+    /// written whole (`io::restore`), made durable in the background while the worker runs;
+    /// the generations it seals later are written after checkpoints (`checkpoint`). Returns
+    /// the entries restored, and how many of them were loaded whole.
     pub(super) fn restore(
         mut self,
         engine: &mut Engine,
         keep_sealed: bool,
-    ) -> Result<LocalState, KafkaError> {
+    ) -> Result<(LocalState, usize, usize), KafkaError> {
         let t = Instant::now();
         let opts = crate::io::restore::RestoreOptions {
             min_gen: None,
@@ -120,8 +128,9 @@ impl LocalState {
             crate::io::restore::restore(self.store, engine, Default::default(), opts)
                 .map_err(state_err)?;
         self.store = store;
+        let entries = restored.entries();
         tracing::info!(
-            entries = restored.entries(),
+            entries,
             sealed_loaded = restored.sealed_loaded.1,
             sealed_writing = restored.sealed_writing,
             store_reopens = restored.loaded.reopens,
@@ -129,7 +138,8 @@ impl LocalState {
             secs = t.elapsed().as_secs_f64(),
             "local state restored"
         );
-        Ok(self)
+        self.keeper = restored.keeper;
+        Ok((self, entries, restored.sealed_loaded.1))
     }
 
     /// Notes entries this worker decided: recorded once the changelog brings them back
@@ -166,14 +176,19 @@ impl LocalState {
         self.pending.clear();
         self.unconfirmed = Unconfirmed::default();
         self.changelog_offset = 0;
+        if let Some(k) = &self.keeper {
+            k.forget();
+        }
         self.store.clear_entries().map_err(state_err)
     }
 
     /// Writes a checkpoint when `force`, when the interval has passed, or when many entries are
-    /// pending: the entries first, then the changelog offset and the progress markers.
+    /// pending: the entries first, then the changelog offset and the progress markers; then
+    /// the sealed generations whose entries are all stored now are written whole
+    /// (`Keeper::after_checkpoint`).
     pub(super) fn checkpoint(
         &mut self,
-        engine: &Engine,
+        engine: &mut Engine,
         progress: &Progress,
         force: bool,
     ) -> Result<(), KafkaError> {
@@ -203,7 +218,19 @@ impl LocalState {
             .map_err(state_err)?;
         self.pending.clear();
         self.last_commit = Instant::now();
+        // The index holds what is stored now, and this worker's entries not echoed yet.
+        if let Some(k) = &self.keeper {
+            let unconfirmed = &self.unconfirmed;
+            k.after_checkpoint(&self.store, engine, u64::MAX, &|gen| unconfirmed.holds(gen));
+        }
         Ok(())
+    }
+
+    /// Waits until the generation files being written are in place.
+    pub(super) fn finish(&mut self) {
+        if let Some(k) = self.keeper.as_mut() {
+            k.finish();
+        }
     }
 }
 
@@ -218,6 +245,11 @@ impl Unconfirmed {
     fn decided(&mut self, entries: impl IntoIterator<Item = (i64, Entry)>) {
         self.0
             .extend(entries.into_iter().map(|(gen, e)| ((gen, e.key), e)));
+    }
+
+    /// Whether an entry of generation `gen` is still to be read back.
+    fn holds(&self, gen: i64) -> bool {
+        self.0.keys().any(|(g, _)| *g == gen)
     }
 
     /// The entry of this worker with generation `gen` and key `key`, read back now, if any.

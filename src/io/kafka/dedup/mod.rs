@@ -86,6 +86,10 @@ pub struct DedupStats {
     /// Posts decided before their turn in the global order, read-ahead having shown that
     /// nothing undecided in other partitions could match them.
     pub ahead: u64,
+    /// Index entries restored from the local state dir at the start.
+    pub restored: u64,
+    /// Of those, the entries of sealed generations loaded whole (`state.keep_sealed`).
+    pub sealed_loaded: u64,
 }
 
 /// The worker's state besides the Kafka clients.
@@ -189,7 +193,6 @@ pub fn run(
         }
         None => (None, None),
     };
-    let checkpointed = restored.is_some();
     let (progress, from) = match restored {
         Some(r) => (r.progress, Offset::Offset(r.changelog_offset)),
         None => (Progress::default(), Offset::Beginning),
@@ -197,9 +200,15 @@ pub fn run(
     // The reader fetches the changelog's tail while the index is rebuilt from local state.
     let t = Instant::now();
     changelog::assign(&c.reader, &k.changelog_topic, from)?;
+    // A new state dir restores nothing, but gets the writer of sealed generations.
+    let mut restored_entries = (0, 0);
     let local = match local {
-        Some(l) if checkpointed => Some(l.restore(&mut engine, cfg.state.keep_sealed)?),
-        l => l,
+        Some(l) => {
+            let (l, entries, sealed) = l.restore(&mut engine, cfg.state.keep_sealed)?;
+            restored_entries = (entries as u64, sealed as u64);
+            Some(l)
+        }
+        None => None,
     };
     let mut w = Worker {
         k,
@@ -209,7 +218,11 @@ pub fn run(
         owned: BTreeMap::new(),
         progress,
         acks: Acks::default(),
-        stats: DedupStats::default(),
+        stats: DedupStats {
+            restored: restored_entries.0,
+            sealed_loaded: restored_entries.1,
+            ..DedupStats::default()
+        },
         rec: Vec::with_capacity(1024),
         sync_nonce: None,
         unsent: Vec::new(),
@@ -509,7 +522,7 @@ impl<'a> Worker<'a> {
     /// Checkpoints the local state, if any (`force`: now; else when one is due).
     fn checkpoint_local(&mut self, force: bool) -> Result<(), KafkaError> {
         match self.local.as_mut() {
-            Some(l) => l.checkpoint(&self.engine, &self.progress, force),
+            Some(l) => l.checkpoint(&mut self.engine, &self.progress, force),
             None => Ok(()),
         }
     }
@@ -566,6 +579,10 @@ impl<'a> Worker<'a> {
         self.store_offsets(c)?;
         outbox::commit(&c.consumer)?;
         self.checkpoint_local(true)?;
+        // The generation files being written are durable before the worker stops.
+        if let Some(l) = self.local.as_mut() {
+            l.finish();
+        }
         tracing::info!(
             records = self.stats.records,
             unique = self.stats.unique,
