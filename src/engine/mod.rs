@@ -218,6 +218,17 @@ impl Engine {
         self.index.settle(gen)
     }
 
+    /// Adds the entries stored after a generation read back whole was written (`Loaded::tails`),
+    /// in their order, as the late entries they were; returns how many.
+    pub fn restore_tail(&mut self, gen: i64, tail: &Packed) -> Result<usize, DecodeError> {
+        let entries = tail.entries()?;
+        let n = entries.len();
+        for e in entries {
+            self.index.insert(gen, e, &mut self.scratch);
+        }
+        Ok(n)
+    }
+
     /// Adds generations read back whole (`Index::adopt`), those below the live window left
     /// out; hands back the ones not added (below the window, or already held).
     pub fn adopt_sealed(&mut self, gens: Vec<SealedGeneration>) -> Vec<SealedGeneration> {

@@ -1,11 +1,12 @@
 //! A start from a state dir: generations kept whole beside the store (`state::sealed`) are loaded
-//! as they are, the others rebuilt from the stored entries (`Store::rebuild_skipping`), and the
+//! as they are, with the entries stored after them (late ones) added, the others rebuilt from the
+//! stored entries (`Store::rebuild_skipping`), and the
 //! sealed ones just rebuilt written whole for the next start, by their builders as soon as each
 //! is built, made durable in the background (`Keeper`), as are those a run seals later, file
 //! run or dedup worker (`Keeper::after_checkpoint`). The files are a cache: one that cannot be
 //! read or written is logged and left to sled, never a failed start.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{BufReader, Seek, SeekFrom, Write};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Mutex};
@@ -21,9 +22,10 @@ use crate::state::{Loaded, StateError, Store};
 /// Generations with fewer entries are not written whole: they rebuild in milliseconds.
 const MIN_WRITTEN_ENTRIES: usize = 1024;
 
-/// A generation whose file late entries made stale is written again at most this often: late
-/// entries may trickle in (another dedup worker's, through the changelog), and each write costs
-/// the generation's arrays on the engine thread.
+/// A generation that late entries joined after its file was written is loaded from the file,
+/// and the entries stored since added to it; once they grow it by a sixteenth it is written
+/// again, at most this often: late entries may trickle in (another dedup worker's, through the
+/// changelog), and each write costs the generation's arrays on the engine thread.
 const REWRITE_AFTER: Duration = Duration::from_secs(60);
 
 /// What a start restored.
@@ -33,6 +35,8 @@ pub struct Restored {
     pub loaded: Loaded,
     /// Generations loaded whole, and their entries.
     pub sealed_loaded: (usize, usize),
+    /// Entries stored after those generations were written, added to them.
+    pub tail_entries: usize,
     /// Generations the restart started writing whole for the next start.
     pub sealed_writing: usize,
     /// What writes them, and those sealed later (`None` without `state.keep_sealed`).
@@ -93,18 +97,29 @@ pub fn restore(
     let last_keys = store.last_keys(opts.next_seq)?;
     let mut done = Restored::default();
     let t = Instant::now();
-    let found = dir.usable(digest, opts.min_gen, |gen| Ok(last_keys.get(&gen).cloned()));
+    let covered = |gen, key: &[u8]| {
+        store
+            .covers(gen, key, opts.next_seq)
+            .map_err(std::io::Error::other)
+    };
+    let found = dir.usable(digest, opts.min_gen, covered);
     let found = found.unwrap_or_else(|e| {
         tracing::warn!(dir = %dir.path().display(), error = %e, "cannot read the sealed generation files: every generation is rebuilt from the store");
         Vec::new()
     });
+    let written_at: BTreeMap<i64, Vec<u8>> = found
+        .iter()
+        .map(|u| (u.header.gen, u.header.last_key.clone()))
+        .collect();
     let read = read_all(found, engine.index().cold_factory().as_ref(), opts.threads);
     // Those not adopted (below the window) are rebuilt from sled, which drops them too.
     drop(engine.adopt_sealed(read));
-    let mut skip = BTreeSet::new();
+    let mut skip = BTreeMap::new();
     let mut kept = BTreeMap::new();
     for (gen, entries) in engine.index().generation_sizes() {
-        skip.insert(gen);
+        if let Some(key) = written_at.get(&gen) {
+            skip.insert(gen, key.clone());
+        }
         kept.insert(gen, Kept::now(entries));
         done.sealed_loaded.0 += 1;
         done.sealed_loaded.1 += entries;
@@ -129,9 +144,24 @@ pub fn restore(
             keeper.keep(gen, b.len(), key, arrays, || b.detach_cold().map(Some));
         }
     };
-    let (store, loaded) = store.rebuild_skipping(opts.min_gen, opts.next_seq, skip, |gens| {
-        engine.restore(watermarks, gens, opts.threads, Some(&keep))
-    })?;
+    let (store, mut loaded) =
+        store.rebuild_skipping(opts.min_gen, opts.next_seq, skip, |gens| {
+            engine.restore(watermarks, gens, opts.threads, Some(&keep))
+        })?;
+    // Late entries stored after a generation's file was written join it as they did then.
+    let t = Instant::now();
+    for (gen, tail) in std::mem::take(&mut loaded.tails) {
+        done.tail_entries += engine
+            .restore_tail(gen, &tail)
+            .map_err(StateError::corrupt_entry)?;
+    }
+    if done.tail_entries > 0 {
+        tracing::info!(
+            entries = done.tail_entries,
+            secs = t.elapsed().as_secs_f64(),
+            "entries stored after the sealed generations' files added to them"
+        );
+    }
     done.loaded = loaded;
     done.sealed_writing = keeper.started.load(Ordering::Relaxed);
     done.keeper = Some(keeper);
@@ -159,10 +189,10 @@ impl Kept {
         }
     }
 
-    /// Whether a generation of `entries` entries is due to be written again: late entries made
-    /// its file stale, and the last write is old enough (`REWRITE_AFTER`).
+    /// Whether a generation of `entries` entries is due to be written again: late entries grew
+    /// it by a sixteenth since its file, and the last write is old enough (`REWRITE_AFTER`).
     fn stale(&self, entries: usize) -> bool {
-        entries > self.entries && self.at.elapsed() >= REWRITE_AFTER
+        entries > self.entries + self.entries / 16 && self.at.elapsed() >= REWRITE_AFTER
     }
 }
 

@@ -1,10 +1,11 @@
 //! Reading the stored entries back, generation by generation (a restart, `inspect`).
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
+use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::keys::{chunk_seq, generation_keys, key_generation};
+use super::keys::{generation_keys, key_generation};
 use super::{guarded, DecodeError, StateError, Store};
 use crate::index::Packed;
 
@@ -37,6 +38,9 @@ pub struct Loaded {
     pub expired: usize,
     /// Times the store was opened afresh during the read (`Store::rebuild`).
     pub reopens: usize,
+    /// Of a generation read only past a key (`Store::rebuild_skipping`), the committed entries
+    /// stored after it, in insertion order.
+    pub tails: Vec<(i64, Packed)>,
 }
 
 /// Live generations read one at a time, oldest first, each with its entries in insertion
@@ -50,8 +54,10 @@ pub struct Generations<'a> {
     iter: Option<std::iter::Peekable<sled::Iter>>,
     min_gen: Option<i64>,
     next_seq: u64,
-    /// Generations not read at all (a restart loads them whole, `sealed`).
-    skip: BTreeSet<i64>,
+    /// Generations read only past a key (a restart loads them whole as they were up to it,
+    /// `sealed`), and what was stored after it.
+    skip: BTreeMap<i64, Vec<u8>>,
+    tails: Vec<(i64, Packed)>,
     /// Entries read, uncommitted ones discarded, expired ones skipped.
     counts: [usize; 3],
     uncommitted_keys: Vec<sled::IVec>,
@@ -74,7 +80,8 @@ impl<'a> Generations<'a> {
             iter,
             min_gen,
             next_seq,
-            skip: BTreeSet::new(),
+            skip: BTreeMap::new(),
+            tails: Vec::new(),
             counts: [0; 3],
             uncommitted_keys: Vec::new(),
             read_bytes: 0,
@@ -90,6 +97,7 @@ impl<'a> Generations<'a> {
             discarded: self.counts[1],
             expired: self.counts[2],
             reopens: self.reopens,
+            tails: Vec::new(),
         }
     }
 
@@ -99,8 +107,11 @@ impl<'a> Generations<'a> {
     }
 
     /// `finish`, giving back an owned store.
-    fn finish_held(self) -> Result<(Option<Store>, Loaded), StateError> {
-        let loaded = self.counts();
+    fn finish_held(mut self) -> Result<(Option<Store>, Loaded), StateError> {
+        let loaded = Loaded {
+            tails: std::mem::take(&mut self.tails),
+            ..self.counts()
+        };
         let (store, owned) = match self.store {
             Held::Borrowed(s) => (Some(s), None),
             Held::Owned(s, _) => (None, s),
@@ -141,7 +152,7 @@ impl<'a> Generations<'a> {
                     }
                 }
             }
-            if let Some(g) = next_gen.filter(|g| self.skip.contains(g)) {
+            if let Some(g) = next_gen.filter(|g| self.skip.contains_key(g)) {
                 self.seek_past(g)?;
                 continue;
             }
@@ -164,9 +175,10 @@ impl<'a> Generations<'a> {
         Ok(current.filter(|(_, entries)| !entries.is_empty()))
     }
 
-    /// Reads on from the first key past generation `gen`, whose entries the caller has
-    /// otherwise. Its uncommitted chunks (written after the last checkpoint, they sort last) are
-    /// read all the same, to be counted and deleted as any other's.
+    /// Reads on from the first key past generation `gen`, whose entries up to its key in `skip`
+    /// the caller has otherwise. Its chunks after that key are read: the committed ones into
+    /// its tail (`Loaded::tails`), the uncommitted ones (written after the last checkpoint)
+    /// counted and deleted as any other's.
     fn seek_past(&mut self, gen: i64) -> Result<(), StateError> {
         let store = match &self.store {
             Held::Borrowed(s) => Some(*s),
@@ -176,18 +188,20 @@ impl<'a> Generations<'a> {
             self.iter = None;
             return Ok(());
         };
-        let keys = generation_keys(gen);
-        let past = keys.end.clone();
-        let mut chunks = store.entries.range(keys);
-        let mut unread = Packed::default();
-        while let Some(kv) = chunks.next_back() {
+        let past = generation_keys(gen).end;
+        let from = self.skip.get(&gen).cloned().unwrap_or_default();
+        let mut tail = Packed::default();
+        for kv in store
+            .entries
+            .range((Bound::Excluded(from), Bound::Excluded(past.clone())))
+        {
             let (k, v) = kv?;
-            if chunk_seq(&k) < self.next_seq {
-                break;
-            }
             let at = (self.min_gen, self.next_seq);
             let into = (&mut self.counts, &mut self.uncommitted_keys);
-            sort_out(at, into, gen, k, v, &mut unread)?;
+            sort_out(at, into, gen, k, v, &mut tail)?;
+        }
+        if !tail.is_empty() {
+            self.tails.push((gen, tail));
         }
         self.iter = Some(store.entries.range(past..).peekable());
         Ok(())
@@ -308,16 +322,17 @@ impl Store {
         next_seq: u64,
         build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
     ) -> Result<(Store, Loaded), StateError> {
-        self.rebuild_skipping(min_gen, next_seq, BTreeSet::new(), build)
+        self.rebuild_skipping(min_gen, next_seq, BTreeMap::new(), build)
     }
 
-    /// `rebuild`, without reading the generations in `skip` at all (the caller has them
-    /// otherwise: `sealed`); their entries are not counted.
+    /// `rebuild`, without reading the generations in `skip` up to the key given for each (the
+    /// caller has those entries otherwise: `sealed`), which are not counted; what was stored
+    /// after that key is not handed to `build` but returned (`Loaded::tails`).
     pub fn rebuild_skipping(
         self,
         min_gen: Option<i64>,
         next_seq: u64,
-        skip: BTreeSet<i64>,
+        skip: BTreeMap<i64, Vec<u8>>,
         build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
     ) -> Result<(Store, Loaded), StateError> {
         self.rebuild_reopening_every(REOPEN_EVERY_BYTES, min_gen, next_seq, skip, build)
@@ -329,7 +344,7 @@ impl Store {
         every_bytes: usize,
         min_gen: Option<i64>,
         next_seq: u64,
-        skip: BTreeSet<i64>,
+        skip: BTreeMap<i64, Vec<u8>>,
         build: impl FnOnce(&mut dyn Iterator<Item = (i64, Packed)>) -> Result<(), DecodeError>,
     ) -> Result<(Store, Loaded), StateError> {
         if let Some(m) = min_gen {

@@ -423,6 +423,18 @@ impl Store {
         Ok(keys.values().map(|k| chunk_seq(k)).max().unwrap_or(0))
     }
 
+    /// Whether the store holds, committed (its chunk below `next_seq`), the chunk piece `key` of
+    /// generation `gen`: then every chunk of the generation up to it is as it was when `key`
+    /// was its last (chunks are deleted only with their generation, all at once, or when
+    /// uncommitted, and later ones sort after it), which is what a sealed generation's file
+    /// was written from (`sealed`).
+    pub fn covers(&self, gen: i64, key: &[u8], next_seq: u64) -> Result<bool, StateError> {
+        if key.len() < 16 || key_generation(key) != gen || chunk_seq(key) >= next_seq {
+            return Ok(false);
+        }
+        guarded(&self.path, || Ok(self.entries.contains_key(key)?))
+    }
+
     /// Per stored generation, the key of its last committed chunk piece (its chunk's first
     /// sequence number below `next_seq`, as `rebuild` keeps them): it changes with every commit
     /// that adds to the generation (`sealed`). One seek or so per generation.

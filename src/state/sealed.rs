@@ -134,13 +134,15 @@ impl SealedDir {
     }
 
     /// The files a restart can load, by generation: written under `digest`, of a generation
-    /// not below `min_gen`, whose last stored chunk key is still `last_key(gen)`. Every other
-    /// file there (leftovers of an interrupted write included) is removed.
+    /// not below `min_gen`, whose chunks up to the key the file was written at are still
+    /// stored as they were, as `covered(gen, key)` says (`Store::covers`; chunks stored after
+    /// it are the caller's to add). Every other file there (leftovers of an interrupted write
+    /// included) is removed.
     pub fn usable(
         &self,
         digest: u64,
         min_gen: Option<i64>,
-        mut last_key: impl FnMut(i64) -> io::Result<Option<Vec<u8>>>,
+        mut covered: impl FnMut(i64, &[u8]) -> io::Result<bool>,
     ) -> io::Result<Vec<Usable>> {
         let dir = match std::fs::read_dir(&self.path) {
             Ok(d) => d,
@@ -150,7 +152,7 @@ impl SealedDir {
         let mut found = Vec::new();
         for item in dir {
             let path = item?.path();
-            match self.check(&path, digest, min_gen, &mut last_key)? {
+            match self.check(&path, digest, min_gen, &mut covered)? {
                 Some(u) => found.push(u),
                 None => remove(&path),
             }
@@ -164,7 +166,7 @@ impl SealedDir {
         path: &Path,
         digest: u64,
         min_gen: Option<i64>,
-        last_key: &mut impl FnMut(i64) -> io::Result<Option<Vec<u8>>>,
+        covered: &mut impl FnMut(i64, &[u8]) -> io::Result<bool>,
     ) -> io::Result<Option<Usable>> {
         let Ok(file) = File::open(path) else {
             return Ok(None);
@@ -184,7 +186,7 @@ impl SealedDir {
         if !(fits && named && live && header.digest == digest) {
             return Ok(None);
         }
-        if last_key(header.gen)?.as_deref() != Some(&header.last_key[..]) {
+        if !covered(header.gen, &header.last_key)? {
             return Ok(None);
         }
         Ok(Some(Usable {
@@ -339,7 +341,7 @@ mod tests {
         let dir = SealedDir::of(tmp.path());
         let h = write(&dir, 7, b"key-7", 42).unwrap();
         write(&dir, 8, b"key-8", 42).unwrap();
-        let keys = |g: i64| Ok(Some(format!("key-{g}").into_bytes()));
+        let keys = |g: i64, k: &[u8]| Ok(k == format!("key-{g}").as_bytes());
         let found = dir.usable(42, Some(7), keys).unwrap();
         assert_eq!(found.len(), 2);
         assert_eq!(found[0].header, h);
@@ -349,12 +351,9 @@ mod tests {
             .read_exact_at(&mut cold, h.cold_offset())
             .unwrap();
         assert_eq!(&cold, b"cold");
-        // Generation 8 gained a chunk: its file goes, 7's stays.
-        let moved = |g: i64| {
-            Ok(Some(
-                format!("key-{g}{}", if g == 8 { "b" } else { "" }).into(),
-            ))
-        };
+        // Generation 8 no longer holds the chunks its file was written from: its file goes,
+        // 7's stays.
+        let moved = |g: i64, k: &[u8]| Ok(g != 8 && k == format!("key-{g}").as_bytes());
         let found = dir.usable(42, None, moved).unwrap();
         assert_eq!(found.iter().map(|u| u.header.gen).collect::<Vec<_>>(), [7]);
         assert!(!dir.file_of(8).exists());
@@ -379,7 +378,7 @@ mod tests {
         let f = OpenOptions::new().write(true).open(dir.file_of(2)).unwrap();
         f.write_all_at(&[0u8; 8], 0).unwrap();
         std::fs::write(dir.path().join("gen-4.sealed.1.tmp"), b"partial").unwrap();
-        let found = dir.usable(1, None, |_| Ok(Some(b"k".to_vec()))).unwrap();
+        let found = dir.usable(1, None, |_, k| Ok(k == b"k")).unwrap();
         assert_eq!(found.iter().map(|u| u.header.gen).collect::<Vec<_>>(), [3]);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
@@ -394,7 +393,7 @@ mod tests {
         assert!(unfinished.is_some());
         // Not usable before it is finished, and gone once dropped unfinished.
         assert!(dir
-            .usable(1, None, |_| Ok(Some(b"k".to_vec())))
+            .usable(1, None, |_, k| Ok(k == b"k"))
             .unwrap()
             .is_empty());
         let unfinished = dir.write(5, 1, b"k".to_vec(), arrays).unwrap();

@@ -337,8 +337,9 @@ fn a_rebuild_opening_its_store_afresh_as_it_reads_reads_what_a_plain_read_does()
 }
 
 // A generation's last committed key changes with each commit that adds to it, not with commits
-// to other generations, and ignores chunks never checkpointed; a rebuild that skips generations
-// reads none of their entries and reads the others as a full one does.
+// to other generations, and ignores chunks never checkpointed; an earlier last key is still
+// covered; a rebuild that skips generations up to a key reads none of their entries up to it,
+// returns those after it as their tails, and reads the others as a full one does.
 #[test]
 fn last_keys_follow_commits_and_a_rebuild_skips_what_it_is_told() {
     let dir = tempfile::tempdir().unwrap();
@@ -357,6 +358,17 @@ fn last_keys_follow_commits_and_a_rebuild_skips_what_it_is_told() {
     assert_eq!(second[&5], first[&5]);
     assert_eq!(second[&7], first[&7]);
     assert_ne!(second[&6], first[&6]);
+    assert!(store.covers(6, &first[&6], 3001).unwrap());
+    assert!(store.covers(6, &second[&6], 3001).unwrap());
+    assert!(
+        !store.covers(6, &second[&6], 3000).unwrap(),
+        "not committed"
+    );
+    assert!(
+        !store.covers(5, &first[&6], 3001).unwrap(),
+        "another generation"
+    );
+    assert!(!store.covers(6, b"short", 3001).unwrap());
     // A chunk written after the last checkpoint does not count.
     store
         .commit(&[(7, entry("y", 3001))], &checkpoint(3001), None)
@@ -367,28 +379,45 @@ fn last_keys_follow_commits_and_a_rebuild_skips_what_it_is_told() {
     assert_eq!(store.max_chunk().unwrap(), 3001);
     let mut got = Vec::new();
     let (store, loaded) = store
-        .rebuild_skipping(None, 3001, [6].into(), |gens| {
+        .rebuild_skipping(None, 3001, [(6, first[&6].clone())].into(), |gens| {
             got.extend(gens.map(|(g, p)| (g, p.len())));
             Ok(())
         })
         .unwrap();
     assert_eq!(got, [(5, 1000), (7, 1000)]);
-    assert_eq!((loaded.entries, loaded.discarded), (2000, 1));
+    assert_eq!((loaded.entries, loaded.discarded), (2001, 1));
+    let tails: Vec<(i64, Vec<String>)> = loaded
+        .tails
+        .iter()
+        .map(|(g, p)| {
+            (
+                *g,
+                p.entries().unwrap().into_iter().map(|e| e.id.0).collect(),
+            )
+        })
+        .collect();
+    assert_eq!(tails, [(6, vec!["x".to_string()])]);
     // A skipped generation's uncommitted chunk is deleted all the same: once later commits pass
     // its sequence numbers it would otherwise read as committed.
     store
         .commit(&[(7, entry("z", 3001))], &checkpoint(3001), None)
         .unwrap();
     let (store, loaded) = store
-        .rebuild_skipping(None, 3001, [5, 7].into(), |gens| {
-            assert_eq!(
-                gens.map(|(g, p)| (g, p.len())).collect::<Vec<_>>(),
-                [(6, 1001)]
-            );
-            Ok(())
-        })
+        .rebuild_skipping(
+            None,
+            3001,
+            [(5, first[&5].clone()), (7, first[&7].clone())].into(),
+            |gens| {
+                assert_eq!(
+                    gens.map(|(g, p)| (g, p.len())).collect::<Vec<_>>(),
+                    [(6, 1001)]
+                );
+                Ok(())
+            },
+        )
         .unwrap();
     assert_eq!((loaded.entries, loaded.discarded), (1001, 1));
+    assert!(loaded.tails.is_empty());
     let all = store.load(None, u64::MAX).unwrap();
     assert_eq!((all.entries, all.discarded), (3001, 0));
 }

@@ -136,9 +136,10 @@ fn copy_dir(from: &Path, to: &Path) {
 }
 
 // A restart writes the sealed generations it rebuilt whole, and so does a run that seals them,
-// and a later start from the same stored state loads them instead: all decide the next posts
-// exactly as a start that rebuilds every generation from sled. (That a file is not used once
-// its generation changed is the state module's unit tests'.)
+// and a later start from the same stored state loads them instead, with the late entries stored
+// after a file was written added: all decide the next posts exactly as a start that rebuilds
+// every generation from sled. (That a file is not used once its generation lost the chunks it
+// was written from is the state module's unit tests'.)
 #[test]
 fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
     let dir = tempfile::tempdir().unwrap();
@@ -219,4 +220,57 @@ fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
         from_live.2
     );
     assert_eq!((&from_live.0, &from_live.1), (&rebuilt.0, &rebuilt.1));
+    // Late posts join the oldest full generation after its file was written.
+    let (late, c) = (dir.path().join("late.jsonl"), dir.path().join("c.jsonl"));
+    let fresh = dir.path().join("fresh.jsonl");
+    varied_posts(&fresh, 20_000, 300, |i| i - 5);
+    let moved: Vec<String> = read_jsonl(&fresh)
+        .into_iter()
+        .enumerate()
+        .map(|(k, mut p)| {
+            p["id"] = format!("late{k}").into();
+            p["created_at"] = (1_700_000_000 + 12 * (1000 + k as i64)).into();
+            p.to_string() + "\n"
+        })
+        .collect();
+    std::fs::write(&late, moved.concat()).unwrap();
+    // Then posts, a fifth of them edits of those late ones.
+    varied_posts(&c, 8000, 600, |i| 20_000 + i % 300);
+    let late_run = run("late", &late, &live, true);
+    assert!(
+        !late_run.2.contains("sealed generation written whole"),
+        "a file is not written again for a few late entries: {}",
+        late_run.2
+    );
+    let late_rebuilt = dir.path().join("late-rebuilt");
+    copy_dir(&live, &late_rebuilt);
+    std::fs::remove_dir_all(late_rebuilt.join("sealed")).unwrap();
+    let want = run("c-rebuilt", &c, &late_rebuilt, false);
+    let got = run("c-tail", &c, &live, true);
+    assert!(
+        got.2.contains("sealed generations loaded generations=3"),
+        "{}",
+        got.2
+    );
+    let tail = got
+        .2
+        .split("files added to them entries=")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse::<usize>().ok());
+    assert!(
+        tail.is_some_and(|n| (250..=300).contains(&n)),
+        "the late posts' entries added: {tail:?} {}",
+        got.2
+    );
+    let late_matches = read_jsonl(&dir.path().join("c-tail-dups.jsonl"))
+        .iter()
+        .filter(|d| {
+            d["cluster_id"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("late"))
+        })
+        .count();
+    assert!(late_matches > 50, "{late_matches} matches of late entries");
+    assert_eq!((&got.0, &got.1), (&want.0, &want.1));
 }
