@@ -18,11 +18,11 @@ pub struct StateConfig {
     /// 32-byte record of each entry (and its postings) in memory; false keeps everything in
     /// memory.
     pub spill_texts: bool,
-    /// With a state dir, a start writes each sealed generation it rebuilt from sled whole to
-    /// `<state-dir>/sealed/` (index arrays and cold records, about as many bytes as the
-    /// generation's stored entries), and the next start loads it instead of rebuilding it while
-    /// sled's entries of that generation are unchanged. false rebuilds every generation on every
-    /// start and removes the files.
+    /// With a state dir, each sealed generation is written whole to `<state-dir>/sealed/` (index
+    /// arrays and cold records, about as many bytes as the generation's stored entries) by the
+    /// start that rebuilt it from sled or the run that sealed it (file run or dedup worker), and
+    /// the next start loads it instead of rebuilding it, adding the late entries stored since.
+    /// false rebuilds every generation on every start and removes the files.
     pub keep_sealed: bool,
 }
 

@@ -37,14 +37,40 @@ fn export(k: &KafkaConfig, topic: &str) -> Vec<u8> {
     out
 }
 
-#[test]
-fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
+/// Every verdict on the output topics so far, as `verdicts` reads them.
+fn exported(k: &KafkaConfig) -> BTreeMap<String, String> {
+    verdicts(
+        &export(k, &k.unique_topic),
+        &export(k, &k.duplicates_topic),
+        &export(k, &k.rejected_topic),
+    )
+}
+
+/// The verdicts of the file pipeline on `input` (its outputs written in `dir`).
+fn file_verdicts(dir: &std::path::Path, input: &std::path::Path) -> BTreeMap<String, String> {
+    let outs = Outs::in_dir(dir, "file");
+    run_ok(outs.command(input, None));
+    let read = |p: &std::path::Path| std::fs::read(p).unwrap();
+    verdicts(
+        &read(&outs.unique),
+        &read(&outs.dups),
+        &read(&outs.rejected),
+    )
+}
+
+/// A mock broker with the topology's topics (2 raw partitions, 4 routed), and its config.
+fn mock_cluster(
+    idle_after_ms: u64,
+) -> (
+    MockCluster<'static, rdkafka::producer::DefaultProducerContext>,
+    KafkaConfig,
+) {
     let cluster = MockCluster::new(1).unwrap();
     let k = KafkaConfig {
         brokers: cluster.bootstrap_servers(),
         routed_partitions: 4,
         output_partitions: 2,
-        idle_after_ms: 2_000,
+        idle_after_ms,
         ..KafkaConfig::default()
     };
     let topics = [
@@ -59,6 +85,12 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     for (name, parts) in topics {
         cluster.create_topic(name, parts, 1).unwrap();
     }
+    (cluster, k)
+}
+
+#[test]
+fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
+    let (_cluster, k) = mock_cluster(2_000);
     let input = data("sample_posts.jsonl");
     let n = tools::produce(&k, &k.input_topic, None, input.to_str().unwrap()).unwrap();
     assert_eq!(n, 31);
@@ -85,11 +117,7 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
         let mut got = BTreeMap::new();
         while Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(500));
-            got = verdicts(
-                &export(&k, &k.unique_topic),
-                &export(&k, &k.duplicates_topic),
-                &export(&k, &k.rejected_topic),
-            );
+            got = exported(&k);
             let decided = got.len() - 1 + got["<rejected>"].parse::<usize>().unwrap();
             if decided >= 31 {
                 break;
@@ -138,15 +166,7 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     assert!(count.is_some_and(|n| n >= stats.1.records), "{count:?}");
 
     let dir = tempfile::tempdir().unwrap();
-    let outs = Outs::in_dir(dir.path(), "file");
-    run_ok(outs.command(&input, None));
-    let read = |p: &std::path::Path| std::fs::read(p).unwrap();
-    let file_verdicts = verdicts(
-        &read(&outs.unique),
-        &read(&outs.dups),
-        &read(&outs.rejected),
-    );
-    assert_eq!(kafka_verdicts, file_verdicts);
+    assert_eq!(kafka_verdicts, file_verdicts(dir.path(), &input));
 
     // A restart from the local state dir: the index comes from disk, the changelog only from
     // where the state left off, and a new copy of p01 still finds p01's cluster.
@@ -188,24 +208,7 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
 // decides as the file pipeline does.
 #[test]
 fn a_dedup_worker_keeps_the_generations_it_seals_whole() {
-    let cluster = MockCluster::new(1).unwrap();
-    let k = KafkaConfig {
-        brokers: cluster.bootstrap_servers(),
-        routed_partitions: 4,
-        output_partitions: 2,
-        idle_after_ms: 1_000,
-        ..KafkaConfig::default()
-    };
-    for (name, parts) in [
-        (k.input_topic.as_str(), 2),
-        (k.routed_topic.as_str(), 4),
-        (k.unique_topic.as_str(), 2),
-        (k.duplicates_topic.as_str(), 2),
-        (k.rejected_topic.as_str(), 2),
-        (k.changelog_topic.as_str(), 1),
-    ] {
-        cluster.create_topic(name, parts, 1).unwrap();
-    }
+    let (_cluster, k) = mock_cluster(1_000);
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
     // 6-hour generations of 1,800 posts: a partial one (too small to write), three sealed
@@ -233,12 +236,7 @@ fn a_dedup_worker_keeps_the_generations_it_seals_whole() {
             let deadline = Instant::now() + Duration::from_secs(120);
             while Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(500));
-                let got = verdicts(
-                    &export(&k, &k.unique_topic),
-                    &export(&k, &k.duplicates_topic),
-                    &export(&k, &k.rejected_topic),
-                );
-                if got.len() > want {
+                if exported(&k).len() > want {
                     break;
                 }
             }
@@ -279,22 +277,10 @@ fn a_dedup_worker_keeps_the_generations_it_seals_whole() {
     );
     assert_eq!(second.sealed_loaded, 5400, "three generations loaded whole");
     assert_eq!(files().len(), 4, "and the one `b` sealed: {:?}", files());
-    let kafka = verdicts(
-        &export(&k, &k.unique_topic),
-        &export(&k, &k.duplicates_topic),
-        &export(&k, &k.rejected_topic),
-    );
+    let kafka = exported(&k);
     let both = dir.path().join("both.jsonl");
     let mut text = std::fs::read(&a).unwrap();
     text.extend(std::fs::read(&b).unwrap());
     std::fs::write(&both, text).unwrap();
-    let outs = Outs::in_dir(dir.path(), "file");
-    run_ok(outs.command(&both, None));
-    let read = |p: &std::path::Path| std::fs::read(p).unwrap();
-    let file = verdicts(
-        &read(&outs.unique),
-        &read(&outs.dups),
-        &read(&outs.rejected),
-    );
-    assert_eq!(kafka, file);
+    assert_eq!(kafka, file_verdicts(dir.path(), &both));
 }

@@ -85,6 +85,22 @@ fn read(
     SealedGeneration::read(gen, &mut &arrays[..], w.bytes, w.hash, cold)
 }
 
+/// What `idx` finds for `e` as a query, and its score.
+fn find(idx: &Index, e: &Entry, scratch: &mut Scratch) -> Option<(EntryRef, f32)> {
+    let mut grams = Vec::new();
+    crate::index::grams::distinct_bigrams(&e.chars, &mut grams);
+    let q = Query {
+        id: &e.id,
+        before: e.key,
+        visibility: Default::default(),
+        min_gen: 0,
+        sketch: e.sketch(),
+        grams: &grams,
+    };
+    let found = idx.find(&q, scratch, &mut QueryStats::default());
+    found.map(|f| (f.r, f.m.score))
+}
+
 /// What `idx` finds for a set of queries, near and far.
 fn answers(idx: &Index) -> Vec<Option<(EntryRef, f32)>> {
     let mut scratch = Scratch::default();
@@ -96,18 +112,7 @@ fn answers(idx: &Index) -> Vec<Option<(EntryRef, f32)>> {
             chars.push('啊');
             e.chars = chars.into();
         }
-        let mut grams = Vec::new();
-        crate::index::grams::distinct_bigrams(&e.chars, &mut grams);
-        let q = Query {
-            id: &e.id,
-            before: e.key,
-            visibility: Default::default(),
-            min_gen: 0,
-            sketch: e.sketch(),
-            grams: &grams,
-        };
-        let found = idx.find(&q, &mut scratch, &mut QueryStats::default());
-        out.push(found.map(|f| (f.r, f.m.score)));
+        out.push(find(idx, &e, &mut scratch));
     }
     out
 }
@@ -169,23 +174,11 @@ fn generations_read_back_answer_as_the_ones_written() {
     assert_eq!(answers(&c), before);
     // Late entries that match only one another are found through their own postings.
     let late = |idx: &Index| {
-        let mut scratch = Scratch::default();
         let mut e = entry(4, 1550);
         e.id = PostId("late-copy".into());
         e.key.seq += 1_000_000;
         e.key.tau += 1_000_000;
-        let mut grams = Vec::new();
-        crate::index::grams::distinct_bigrams(&e.chars, &mut grams);
-        let q = Query {
-            id: &e.id,
-            before: e.key,
-            visibility: Default::default(),
-            min_gen: 0,
-            sketch: e.sketch(),
-            grams: &grams,
-        };
-        idx.find(&q, &mut scratch, &mut QueryStats::default())
-            .map(|f| f.r)
+        find(idx, &e, &mut Scratch::default())
     };
     assert!(late(&a).is_some());
     assert_eq!(late(&a), late(&c));
