@@ -1,11 +1,12 @@
-//! Reading the stored entries back, generation by generation (a restart, `inspect`).
+//! Reading the stored entries back, generation by generation (a restart, `inspect`), and where
+//! each generation's chunks end (`Store::last_keys`, `Store::covers`, `Store::max_chunk`).
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::keys::{generation_keys, key_generation};
+use super::keys::{chunk_seq, generation_keys, key_generation};
 use super::{guarded, DecodeError, StateError, Store};
 use crate::index::Packed;
 
@@ -370,6 +371,49 @@ impl Store {
                 detail: "its read lost the store".into(),
             }),
         }
+    }
+
+    /// The largest chunk number (or first sequence number) of any stored chunk, 0 if none: the
+    /// last chunk of one generation or another, one seek or so per generation.
+    pub fn max_chunk(&self) -> Result<u64, StateError> {
+        let keys = self.last_keys(u64::MAX)?;
+        Ok(keys.values().map(|k| chunk_seq(k)).max().unwrap_or(0))
+    }
+
+    /// Whether the store holds, committed (its chunk below `next_seq`), the chunk piece `key` of
+    /// generation `gen`: then every chunk of the generation up to it is as it was when `key`
+    /// was its last (chunks are deleted only with their generation, all at once, or when
+    /// uncommitted, and later ones sort after it), which is what a sealed generation's file
+    /// was written from (`sealed`).
+    pub fn covers(&self, gen: i64, key: &[u8], next_seq: u64) -> Result<bool, StateError> {
+        if key.len() < 16 || key_generation(key) != gen || chunk_seq(key) >= next_seq {
+            return Ok(false);
+        }
+        guarded(&self.path, || Ok(self.entries.contains_key(key)?))
+    }
+
+    /// Per stored generation, the key of its last committed chunk piece (its chunk's first
+    /// sequence number below `next_seq`, as `rebuild` keeps them): it changes with every commit
+    /// that adds to the generation (`sealed`). One seek or so per generation.
+    pub fn last_keys(&self, next_seq: u64) -> Result<BTreeMap<i64, Vec<u8>>, StateError> {
+        guarded(&self.path, || {
+            let mut out = BTreeMap::new();
+            let mut from = Vec::new();
+            while let Some(first) = self.entries.range(from.clone()..).keys().next() {
+                let gen = key_generation(&first?);
+                let keys = generation_keys(gen);
+                from = keys.end.clone();
+                let mut keys = self.entries.range(keys).keys();
+                while let Some(k) = keys.next_back() {
+                    let k = k?;
+                    if chunk_seq(&k) < next_seq {
+                        out.insert(gen, k.to_vec());
+                        break;
+                    }
+                }
+            }
+            Ok(out)
+        })
     }
 
     fn generations_unguarded(

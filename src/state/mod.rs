@@ -6,7 +6,6 @@
 //! sled never sits on the per-post query path. Reading it back, generation by generation, is in
 //! `generations`.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -21,7 +20,7 @@ pub use generations::{Generations, Loaded};
 
 use crate::index::entry::DecodeError;
 use crate::index::Entry;
-use keys::{chunk_seq, entry_key, generation_keys, key_generation, piece_key, PIECE_BYTES};
+use keys::{entry_key, piece_key, PIECE_BYTES};
 
 const KEY_CHECKPOINT: &[u8] = b"checkpoint";
 const KEY_ANALYSIS: &[u8] = b"analysis_id";
@@ -414,49 +413,6 @@ impl Store {
                 detail: format!("its sealed generation files cannot be removed: {e}"),
             })?;
         guarded(&self.path, || self.remove_generations_below(i64::MAX))
-    }
-
-    /// The largest chunk number (or first sequence number) of any stored chunk, 0 if none: the
-    /// last chunk of one generation or another, one seek or so per generation.
-    pub fn max_chunk(&self) -> Result<u64, StateError> {
-        let keys = self.last_keys(u64::MAX)?;
-        Ok(keys.values().map(|k| chunk_seq(k)).max().unwrap_or(0))
-    }
-
-    /// Whether the store holds, committed (its chunk below `next_seq`), the chunk piece `key` of
-    /// generation `gen`: then every chunk of the generation up to it is as it was when `key`
-    /// was its last (chunks are deleted only with their generation, all at once, or when
-    /// uncommitted, and later ones sort after it), which is what a sealed generation's file
-    /// was written from (`sealed`).
-    pub fn covers(&self, gen: i64, key: &[u8], next_seq: u64) -> Result<bool, StateError> {
-        if key.len() < 16 || key_generation(key) != gen || chunk_seq(key) >= next_seq {
-            return Ok(false);
-        }
-        guarded(&self.path, || Ok(self.entries.contains_key(key)?))
-    }
-
-    /// Per stored generation, the key of its last committed chunk piece (its chunk's first
-    /// sequence number below `next_seq`, as `rebuild` keeps them): it changes with every commit
-    /// that adds to the generation (`sealed`). One seek or so per generation.
-    pub fn last_keys(&self, next_seq: u64) -> Result<BTreeMap<i64, Vec<u8>>, StateError> {
-        guarded(&self.path, || {
-            let mut out = BTreeMap::new();
-            let mut from = Vec::new();
-            while let Some(first) = self.entries.range(from.clone()..).keys().next() {
-                let gen = key_generation(&first?);
-                let keys = generation_keys(gen);
-                from = keys.end.clone();
-                let mut keys = self.entries.range(keys).keys();
-                while let Some(k) = keys.next_back() {
-                    let k = k?;
-                    if chunk_seq(&k) < next_seq {
-                        out.insert(gen, k.to_vec());
-                        break;
-                    }
-                }
-            }
-            Ok(out)
-        })
     }
 
     fn commit_with(
