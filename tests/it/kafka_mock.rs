@@ -208,11 +208,23 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
 // decides as the file pipeline does.
 #[test]
 fn a_dedup_worker_keeps_the_generations_it_seals_whole() {
+    keeps_the_generations_it_seals_whole(1);
+}
+
+// So do two workers of one group, each with its own state dir: each holds the whole window, its
+// own entries stored once the changelog echoes them, the other's as they arrive (late ones, after
+// a generation was written, added at the next start from the store).
+#[test]
+fn two_dedup_workers_keep_the_generations_they_seal_whole() {
+    keeps_the_generations_it_seals_whole(2);
+}
+
+fn keeps_the_generations_it_seals_whole(workers: usize) {
     let (_cluster, k) = mock_cluster(1_000);
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.jsonl"), dir.path().join("b.jsonl"));
     // 6-hour generations of 1,800 posts: a partial one (too small to write), three sealed
-    // while the worker runs `a`, then the growing one, which `b` seals.
+    // while the workers run `a`, then the growing one, which `b` seals.
     crate::common::varied_posts(&a, 0, 6000, |i| i - 5);
     crate::common::varied_posts(&b, 6000, 2000, |i| (i * 7) % 5000);
     let cfg = Config {
@@ -221,19 +233,23 @@ fn a_dedup_worker_keeps_the_generations_it_seals_whole() {
     }
     .stages();
     let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
-    let state = dir.path().join("state");
-    let local = dedup::LocalStateDir {
-        dir: state.clone(),
-        analysis_id: "test".into(),
-    };
+    let locals: Vec<dedup::LocalStateDir> = (0..workers)
+        .map(|w| dedup::LocalStateDir {
+            dir: dir.path().join(format!("state{w}")),
+            analysis_id: "test".into(),
+        })
+        .collect();
     let stop = AtomicBool::new(false);
     let pass = |input: &std::path::Path, want: usize| {
         tools::produce(&k, &k.input_topic, None, input.to_str().unwrap()).unwrap();
         stop.store(false, Ordering::Relaxed);
         std::thread::scope(|s| {
             let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop, None));
-            let d = s.spawn(|| dedup::run(&k, &cfg, &stop, None, Some(&local)));
-            let deadline = Instant::now() + Duration::from_secs(120);
+            let d: Vec<_> = locals
+                .iter()
+                .map(|l| s.spawn(|| dedup::run(&k, &cfg, &stop, None, Some(l))))
+                .collect();
+            let deadline = Instant::now() + Duration::from_secs(180);
             while Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(500));
                 if exported(&k).len() > want {
@@ -242,11 +258,13 @@ fn a_dedup_worker_keeps_the_generations_it_seals_whole() {
             }
             stop.store(true, Ordering::Relaxed);
             r.join().unwrap().unwrap();
-            d.join().unwrap().unwrap()
+            d.into_iter()
+                .map(|d| d.join().unwrap().unwrap())
+                .collect::<Vec<_>>()
         })
     };
-    let files = || -> Vec<String> {
-        let mut f: Vec<String> = std::fs::read_dir(state.join("sealed"))
+    let files = |l: &dedup::LocalStateDir| -> Vec<String> {
+        let mut f: Vec<String> = std::fs::read_dir(l.dir.join("sealed"))
             .map(|d| {
                 d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
                     .collect()
@@ -256,27 +274,34 @@ fn a_dedup_worker_keeps_the_generations_it_seals_whole() {
         f
     };
     let first = pass(&a, 6000);
-    assert_eq!(first.records, 6000);
-    assert_eq!((first.restored, first.sealed_loaded), (0, 0));
-    assert_eq!(
-        files().len(),
-        3,
-        "the full generations sealed while it ran: {:?}",
-        files()
-    );
-    let t = Instant::now();
+    assert_eq!(first.iter().map(|s| s.records).sum::<u64>(), 6000);
+    for (s, l) in first.iter().zip(&locals) {
+        assert_eq!((s.restored, s.sealed_loaded), (0, 0));
+        assert_eq!(
+            files(l).len(),
+            3,
+            "the full generations sealed while it ran: {:?}",
+            files(l)
+        );
+    }
     let second = pass(&b, 8000);
-    eprintln!("second pass {:?}", t.elapsed());
-    assert_eq!(second.records, 2000);
-    // Everything but the worker's own entries the changelog had not echoed when it stopped
-    // (the changelog's tail brings those).
-    assert!(
-        (5900..=6000).contains(&second.restored),
-        "{}",
-        second.restored
-    );
-    assert_eq!(second.sealed_loaded, 5400, "three generations loaded whole");
-    assert_eq!(files().len(), 4, "and the one `b` sealed: {:?}", files());
+    assert_eq!(second.iter().map(|s| s.records).sum::<u64>(), 2000);
+    for (s, l) in second.iter().zip(&locals) {
+        // Everything but the worker's own entries the changelog had not echoed when it stopped
+        // (the changelog's tail brings those).
+        assert!((5900..=6000).contains(&s.restored), "{}", s.restored);
+        // Each of the three files holds what its generation had when it was written: all of
+        // it with one worker; with two, the other worker's last entries may have come later.
+        match workers {
+            1 => assert_eq!(s.sealed_loaded, 5400, "three generations loaded whole"),
+            _ => assert!(
+                (3 * 1024..=5400).contains(&s.sealed_loaded),
+                "three generations loaded whole: {}",
+                s.sealed_loaded
+            ),
+        }
+        assert_eq!(files(l).len(), 4, "and the one `b` sealed: {:?}", files(l));
+    }
     let kafka = exported(&k);
     let both = dir.path().join("both.jsonl");
     let mut text = std::fs::read(&a).unwrap();
