@@ -428,3 +428,25 @@ fn read_one(u: &Usable, cold: &dyn ColdFactory) -> std::io::Result<SealedGenerat
     }
     Ok(g)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // A file is written again only once late entries grew its generation by a sixteenth, and
+    // not sooner than `REWRITE_AFTER` after its last write.
+    #[test]
+    fn a_file_is_written_again_once_late_entries_grew_it_enough_and_long_enough_after() {
+        let old = Instant::now()
+            .checked_sub(REWRITE_AFTER + Duration::from_secs(1))
+            .expect("a monotonic clock past the rewrite interval");
+        let kept = Kept {
+            entries: 1600,
+            at: old,
+        };
+        assert!(!kept.stale(1600));
+        assert!(!kept.stale(1700), "a sixteenth exactly");
+        assert!(kept.stale(1701));
+        assert!(!Kept::now(1600).stale(100_000), "written just now");
+    }
+}
