@@ -135,6 +135,14 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// Asserts that a start's log says it loaded three sealed generations whole.
+fn assert_loaded_three(log: &str) {
+    assert!(
+        log.contains("sealed generations loaded generations=3"),
+        "{log}"
+    );
+}
+
 // A restart writes the sealed generations it rebuilt whole, and so does a run that seals them,
 // and a later start from the same stored state loads them instead, with the late entries stored
 // after a file was written added: all decide the next posts exactly as a start that rebuilds
@@ -187,21 +195,11 @@ fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
     copy_dir(&before, &loading_dir);
     copy_dir(&state.join("sealed"), &loading_dir.join("sealed"));
     let loading = run("loading", &b, &loading_dir, true);
-    assert!(
-        loading
-            .2
-            .contains("sealed generations loaded generations=3"),
-        "{}",
-        loading.2
-    );
+    assert_loaded_three(&loading.2);
     assert_eq!((&loading.0, &loading.1), (&rebuilt.0, &rebuilt.1));
     // The posts since joined the growing generation only: the next start loads the same three.
     let again = run("again", &b, &state, true);
-    assert!(
-        again.2.contains("sealed generations loaded generations=3"),
-        "{}",
-        again.2
-    );
+    assert_loaded_three(&again.2);
     // A run that seals generations writes them whole after its checkpoints: a start from its
     // state loads them, with the same verdicts.
     let live = dir.path().join("live");
@@ -212,13 +210,7 @@ fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
         first.2
     );
     let from_live = run("from-live", &b, &live, true);
-    assert!(
-        from_live
-            .2
-            .contains("sealed generations loaded generations=3"),
-        "{}",
-        from_live.2
-    );
+    assert_loaded_three(&from_live.2);
     assert_eq!((&from_live.0, &from_live.1), (&rebuilt.0, &rebuilt.1));
     // Late posts join the oldest full generation after its file was written.
     let (late, c) = (dir.path().join("late.jsonl"), dir.path().join("c.jsonl"));
@@ -247,11 +239,7 @@ fn sealed_generations_kept_whole_give_the_same_verdicts_as_a_rebuild() {
     std::fs::remove_dir_all(late_rebuilt.join("sealed")).unwrap();
     let want = run("c-rebuilt", &c, &late_rebuilt, false);
     let got = run("c-tail", &c, &live, true);
-    assert!(
-        got.2.contains("sealed generations loaded generations=3"),
-        "{}",
-        got.2
-    );
+    assert_loaded_three(&got.2);
     let tail = got
         .2
         .split("files added to them entries=")

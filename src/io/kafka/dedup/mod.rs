@@ -201,14 +201,12 @@ pub fn run(
     let t = Instant::now();
     changelog::assign(&c.reader, &k.changelog_topic, from)?;
     // A new state dir restores nothing, but gets the writer of sealed generations.
-    let mut restored_entries = (0, 0);
-    let local = match local {
+    let (local, restored_entries) = match local {
         Some(l) => {
             let (l, entries, sealed) = l.restore(&mut engine, cfg.state.keep_sealed)?;
-            restored_entries = (entries as u64, sealed as u64);
-            Some(l)
+            (Some(l), (entries as u64, sealed as u64))
         }
-        None => None,
+        None => (None, (0, 0)),
     };
     let mut w = Worker {
         k,
