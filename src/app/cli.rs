@@ -80,6 +80,9 @@ pub enum Command {
     /// Load generator: Weibo-style posts with a duplicate mix, to a file, stdout or a topic.
     #[command(after_help = cmd::generate::EXAMPLES)]
     Generate(cmd::generate::GenerateArgs),
+    /// An in-memory Kafka-protocol broker (librdkafka's mock cluster) for tests and benchmarks.
+    #[command(after_help = cmd::mock_broker::HELP)]
+    MockBroker(cmd::mock_broker::MockBrokerArgs),
 }
 
 /// Runs a parsed command line.
@@ -96,6 +99,7 @@ pub fn run(cli: Cli) -> ExitCode {
         Command::Inspect(a) => cmd::inspect::run(a),
         Command::Explain(a) => cmd::explain::run(a),
         Command::Generate(a) => cmd::generate::run(a),
+        Command::MockBroker(a) => cmd::mock_broker::run(a),
     };
     match result {
         Ok(code) => ExitCode::from(code),

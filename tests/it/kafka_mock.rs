@@ -309,3 +309,63 @@ fn keeps_the_generations_it_seals_whole(workers: usize) {
     std::fs::write(&both, text).unwrap();
     assert_eq!(kafka, file_verdicts(dir.path(), &both));
 }
+
+#[test]
+fn topics_that_exist_need_no_create_topics() {
+    // The mock broker serves no CreateTopics: before existing topics were skipped, this waited
+    // out the 30 s admin timeout and failed.
+    let (_cluster, k) = mock_cluster(2_000);
+    let t = Instant::now();
+    simdedup::io::kafka::client::ensure_topics(
+        &k,
+        &[(k.input_topic.as_str(), 2), (k.changelog_topic.as_str(), 1)],
+    )
+    .unwrap();
+    assert!(t.elapsed() < Duration::from_secs(20), "{:?}", t.elapsed());
+}
+
+#[test]
+fn the_mock_broker_command_serves_its_topics_until_a_signal() {
+    use std::io::BufRead;
+    let mut broker = crate::common::bin()
+        .args(["mock-broker", "--topic", "mb.posts:3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(broker.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("SIMDEDUP_BROKERS=")
+        .unwrap_or_else(|| panic!("first line: {line:?}"))
+        .to_string();
+    let input = data("sample_posts.jsonl");
+    let mut produce = crate::common::bin();
+    produce
+        .args([
+            "produce",
+            "--brokers",
+            &addr,
+            "--topic",
+            "mb.posts",
+            "--partitions",
+            "3",
+        ])
+        .arg("--input")
+        .arg(&input);
+    let produced = run_ok(produce);
+    assert!(String::from_utf8_lossy(&produced.stderr).contains("produced 31 records"));
+    let k = KafkaConfig {
+        brokers: addr,
+        ..KafkaConfig::default()
+    };
+    let back = export(&k, "mb.posts");
+    assert_eq!(String::from_utf8_lossy(&back).lines().count(), 31);
+    // SAFETY: kill(2) on a child spawned here and not yet reaped.
+    unsafe { libc::kill(broker.id() as libc::pid_t, libc::SIGTERM) };
+    let status = broker.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "{status}");
+}

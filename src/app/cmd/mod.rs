@@ -7,6 +7,7 @@ pub mod eval;
 pub mod explain;
 pub mod generate;
 pub mod inspect;
+pub mod mock_broker;
 pub mod replay;
 pub mod run;
 pub mod topics;

@@ -428,13 +428,28 @@ impl ConsumerContext for RebalanceLog {
     }
 }
 
-/// Creates the topics that do not exist yet: (name, partitions).
+/// Creates the topics that do not exist yet: (name, partitions). Topics the broker's metadata
+/// already lists are left alone, so that the call needs no CreateTopics right (or support: the
+/// librdkafka mock broker serves none) when every topic exists.
 pub fn ensure_topics(k: &KafkaConfig, topics: &[(&str, i32)]) -> Result<(), KafkaError> {
     let admin: AdminClient<DefaultClientContext> = base(k, &k.producer, &[]).create()?;
+    let md = admin
+        .inner()
+        .fetch_metadata(None, Duration::from_secs(30))?;
+    let existing: std::collections::BTreeSet<&str> = md
+        .topics()
+        .iter()
+        .filter(|t| t.error().is_none() && !t.partitions().is_empty())
+        .map(|t| t.name())
+        .collect();
     let new: Vec<NewTopic<'_>> = topics
         .iter()
+        .filter(|(n, _)| !existing.contains(n))
         .map(|(n, p)| NewTopic::new(n, *p, TopicReplication::Fixed(k.replication_factor)))
         .collect();
+    if new.is_empty() {
+        return Ok(());
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -266,6 +266,21 @@ pub fn passthrough(
     Ok(n)
 }
 
+/// librdkafka's in-memory mock broker (`simdedup mock-broker`), serving until dropped.
+pub type MockBroker =
+    rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>;
+
+/// Starts librdkafka's in-memory mock broker with `brokers` brokers and `topics` (name,
+/// partitions) created, since it serves no CreateTopics. For tests and benchmarks: its log lives
+/// in memory and ends with the process.
+pub fn mock_broker(brokers: i32, topics: &[(String, i32)]) -> Result<MockBroker, KafkaError> {
+    let cluster = MockBroker::new(brokers)?;
+    for (name, partitions) in topics {
+        cluster.create_topic(name, *partitions, 1)?;
+    }
+    Ok(cluster)
+}
+
 #[cfg(test)]
 mod tests {
     use super::ExportEnds;
