@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Backlog throughput of the dedup stage with one or several dedup workers, on a local tansu
-# broker: the dev stream xCOPIES (scripts/copies.py) is produced to an 8-partition raw topic
-# first; then WORKERS dedup workers (one group) start and, once the group has settled (every
+# Backlog throughput of the dedup stage with one or several dedup workers, on a local broker
+# (tansu unless SIMDEDUP_BENCH_BROKER=mock): the dev stream xCOPIES (scripts/copies.py) is
+# produced to an 8-partition raw topic first; then WORKERS dedup workers (one group) start and, once the group has settled (every
 # worker holds its partitions), one route worker. Prints the rate from the route worker's start
 # to the last verdict, each worker's CPU seconds per 1,000 posts, and each dedup worker's share
 # of wall time spent waiting on the global order (simdedup_order_wait_seconds_total: posts
@@ -12,6 +12,7 @@
 # the machine's cores are all in use, a second worker cannot add throughput, only its own cost.
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
+# SIMDEDUP_BENCH_BROKER=mock runs it on librdkafka's mock broker instead of tansu (bench-env.sh);
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
 # the work dir; SIMDEDUP_BACKLOG_PARTITIONS sets kafka.routed_partitions (default 8; the raw
 # topic keeps 8); SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
@@ -29,7 +30,8 @@ timeout=${SIMDEDUP_BACKLOG_TIMEOUT:-1800}
 routed=${SIMDEDUP_BACKLOG_PARTITIONS:-8}
 [[ $routed =~ ^[1-9][0-9]*$ ]] || { echo "SIMDEDUP_BACKLOG_PARTITIONS: a partition count" >&2; exit 2; }
 source scripts/bench-env.sh
-bench_start
+bench_start backlog.posts:8 "backlog.routed:$routed" backlog.unique:8 backlog.duplicates:8 \
+  backlog.rejected:8 backlog.changelog:1
 names=()
 # The route worker starts only after the dedup group settles: keep its empty routed partitions
 # from counting as idle before routing begins (README, Limits).

@@ -2,9 +2,12 @@
 # bench-restart.sh and bench-kafka.sh:
 # `bench_bin` builds the release binary and sets $bin to it, or to SIMDEDUP_BENCH_BIN when set
 # (another simdedup binary, to compare two builds side by side);
-# `bench_start` does that, makes a work dir ($work; kept when SIMDEDUP_BENCH_KEEP=1), starts a
-# tansu broker on SQLite in it and exports SIMDEDUP_BROKERS; on exit the processes in $pids are
-# killed and the broker stopped.
+# `bench_start [TOPIC:PARTITIONS ...]` does that, makes a work dir ($work; kept when
+# SIMDEDUP_BENCH_KEEP=1), starts a broker and exports SIMDEDUP_BROKERS; its pid is in
+# $SIMDEDUP_RUN/broker.pid. On exit the processes in $pids are killed and the broker stopped.
+# SIMDEDUP_BENCH_BROKER picks the broker: `tansu` (default; on SQLite in the work dir) or `mock`
+# (`simdedup mock-broker`, librdkafka's in-memory mock cluster, whose fetches cost little: it
+# serves no CreateTopics, so the script names every topic it uses as bench_start's arguments).
 bench_bin() {
   if [ -n "${SIMDEDUP_BENCH_BIN:-}" ]; then
     bin=$SIMDEDUP_BENCH_BIN
@@ -21,13 +24,36 @@ bench_start() {
   export SIMDEDUP_RUN=$work/broker
   pids=()
   trap bench_cleanup EXIT
-  line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
-  eval "$line"
+  case ${SIMDEDUP_BENCH_BROKER:-tansu} in
+    tansu)
+      line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
+      eval "$line" ;;
+    mock)
+      local t args=()
+      for t in "$@"; do args+=(--topic "$t"); done
+      mkdir -p "$SIMDEDUP_RUN"
+      "$bin" mock-broker "${args[@]}" > "$SIMDEDUP_RUN/broker.addr" 2> "$SIMDEDUP_RUN/broker.log" &
+      echo $! > "$SIMDEDUP_RUN/broker.pid"
+      for _ in $(seq 100); do
+        grep -q '^SIMDEDUP_BROKERS=' "$SIMDEDUP_RUN/broker.addr" && break
+        kill -0 "$(cat "$SIMDEDUP_RUN/broker.pid")" 2>/dev/null ||
+          { cat "$SIMDEDUP_RUN/broker.log" >&2; echo "the mock broker did not start" >&2; exit 1; }
+        sleep 0.1
+      done
+      line=$(grep '^SIMDEDUP_BROKERS=' "$SIMDEDUP_RUN/broker.addr") ||
+        { echo "the mock broker did not answer within 10 s" >&2; exit 1; }
+      eval "$line" ;;
+    *) echo "SIMDEDUP_BENCH_BROKER: tansu or mock, not '$SIMDEDUP_BENCH_BROKER'" >&2; exit 2 ;;
+  esac
   export SIMDEDUP_BROKERS
 }
 
 bench_cleanup() {
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-  bash scripts/broker.sh stop >/dev/null 2>&1 || true
+  if [ "${SIMDEDUP_BENCH_BROKER:-tansu}" = mock ]; then
+    kill "$(cat "$SIMDEDUP_RUN/broker.pid" 2>/dev/null)" 2>/dev/null || true
+  else
+    bash scripts/broker.sh stop >/dev/null 2>&1 || true
+  fi
   [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Live latency of the Kafka topology on a local tansu broker: `simdedup generate` writes posts
+# Live latency of the Kafka topology on a local broker (tansu; SIMDEDUP_BENCH_BROKER=mock for
+# librdkafka's mock broker, see bench-env.sh): `simdedup generate` writes posts
 # into an 8-partition raw topic at RATE posts/s for SECS seconds, with event times that follow
 # the wall clock (--start now --event-rate RATE), while the workers decide them. Latency of a
 # post = the Kafka timestamp of its output record (unique, duplicate event or rejection) minus
@@ -27,7 +28,8 @@ count=$((rate * secs))
 warmup=${SIMDEDUP_LIVE_WARMUP:-5}
 timeout=${SIMDEDUP_LIVE_TIMEOUT:-300}
 source scripts/bench-env.sh
-bench_start
+bench_start live.posts:8 live.routed:8 live.unique:8 live.duplicates:8 live.rejected:8 \
+  live.changelog:1
 
 cat > "$work/config.toml" <<'TOML'
 [kafka]
