@@ -33,6 +33,11 @@
 #     message answers 0, not End), but is slower (~90k msg/s produce, ~65k consume, vs ~500k/~125k).
 #   both: no EndTxn, so Kafka transactions cannot commit or abort (commit_transaction fails with
 #     "EndTxnRequest (KIP-98) not supported by broker").
+#   both: every fetch, with records or without, is held for the consumer's whole fetch.wait.max.ms
+#     (tansu-storage's FetchService sleeps out the wait after each pass), and each costs CPU per
+#     partition fetched: one idle consumer with a 5 ms wait keeps the broker at about 31% of a core
+#     on 1 partition and 85% on 8 (6% and 22% with a 50 ms wait; sqlite storage). Hence the stages'
+#     short fetch waits (a hop costs a whole wait) and a broker busy with no traffic at all.
 #
 # Environment:
 #   SIMDEDUP_TOOLS        install root (default ~/.cache/simdedup-tools; binary in $SIMDEDUP_TOOLS/bin)
