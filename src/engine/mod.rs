@@ -433,6 +433,7 @@ impl Engine {
             before: key,
             visibility: self.visibility,
             min_gen,
+            max_gen: self.window.generation(key.tau),
             sketch: a.sketch(),
             grams: &a.grams,
         };

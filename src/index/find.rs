@@ -89,14 +89,16 @@ impl Index {
         v.best
     }
 
-    /// The live generations of `q`'s window, newest first.
+    /// The live generations of `q`'s window, from `q.max_gen` down to `q.min_gen`, newest
+    /// first.
     pub(super) fn live_segments<'s>(
         &'s self,
         q: &Query<'_>,
     ) -> impl Iterator<Item = &'s Segment> + 's {
-        let min_gen = q.min_gen;
+        let (min_gen, max_gen) = (q.min_gen, q.max_gen);
+        let end = self.segments.partition_point(|s| s.gen <= max_gen);
         self.segments
-            .iter()
+            .range(..end)
             .rev()
             .take_while(move |s| s.gen >= min_gen)
     }

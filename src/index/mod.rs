@@ -149,6 +149,13 @@ pub struct Query<'a> {
     pub visibility: Visibility,
     /// Only generations from this one on are in the post's window.
     pub min_gen: i64,
+    /// Generations after this one hold nothing the post sees, and are not searched: the
+    /// engine stores an entry in the generation of its event time, which is at most its key's
+    /// `tau`, and a post sees only keys with a `tau` at most its own, so the engine passes
+    /// `generation(before.tau)`. (`i64::MAX` searches every generation.) A worker that runs
+    /// behind the entries another worker replicates to it would otherwise search every
+    /// generation between its post and the other worker's newest entry.
+    pub max_gen: i64,
     /// Verification view of the post.
     pub sketch: Sketch<'a>,
     /// Distinct bigrams of the normalized text.

@@ -33,6 +33,7 @@ fn query_of<'a>(e: &'a Entry, grams: &'a [Gram]) -> Query<'a> {
         before: e.key,
         visibility: Default::default(),
         min_gen: 0,
+        max_gen: i64::MAX,
         sketch: e.sketch(),
         grams,
     }
@@ -158,6 +159,33 @@ fn a_32_bit_hash_collision_does_not_hide_an_exact_match() {
         Some((1, Method::Exact)),
         "{a} / {b}"
     );
+}
+
+// Generations after `Query::max_gen` are not searched, the exact path's included; the ones up
+// to it are, newest first.
+#[test]
+fn generations_after_the_querys_last_are_not_searched() {
+    let mut idx = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
+    let mut scratch = Scratch::default();
+    let text = "一模一样的一段文字，足够长";
+    let near = "一模一样的一段文字，足够长！";
+    idx.insert(2, entry(1, near), &mut scratch);
+    idx.insert(5, entry(2, text), &mut scratch);
+    let q = entry(3, text);
+    let mut grams = Vec::new();
+    crate::index::grams::distinct_bigrams(&q.chars, &mut grams);
+    let found = |max_gen| {
+        let query = Query {
+            max_gen,
+            ..query_of(&q, &grams)
+        };
+        idx.find(&query, &mut Scratch::default(), &mut QueryStats::default())
+            .map(|f| (f.r.gen, f.m.method == Method::Exact))
+    };
+    assert_eq!(found(i64::MAX), Some((5, true)));
+    assert_eq!(found(5), Some((5, true)));
+    assert_eq!(found(4), Some((2, false)));
+    assert_eq!(found(1), None);
 }
 
 // Each block table's scan keeps the newest `bucket_scan_cap` slots of the query's bucket, and

@@ -159,6 +159,7 @@ pub fn explain(
         },
         visibility: Default::default(),
         min_gen: i64::MIN,
+        max_gen: i64::MAX,
         sketch: b.sketch(),
         grams: &b.grams,
     };

@@ -94,6 +94,7 @@ fn find(idx: &Index, e: &Entry, scratch: &mut Scratch) -> Option<(EntryRef, f32)
         before: e.key,
         visibility: Default::default(),
         min_gen: 0,
+        max_gen: i64::MAX,
         sketch: e.sketch(),
         grams: &grams,
     };

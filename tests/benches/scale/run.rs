@@ -294,6 +294,7 @@ pub fn run(
                         before,
                         visibility: Default::default(),
                         min_gen: r.engine.window().min_live_generation(before.tau),
+                        max_gen: r.engine.window().generation(before.tau),
                         sketch: r.a.sketch(),
                         grams: &r.a.grams,
                     };

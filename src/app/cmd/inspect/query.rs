@@ -76,6 +76,7 @@ pub fn query(o: Opened, raw: &str, tokenizer: &Tokenizer, limit: usize) -> Query
         },
         visibility: Default::default(),
         min_gen,
+        max_gen: i64::MAX,
         sketch: a.sketch(),
         grams: &a.grams,
     };
