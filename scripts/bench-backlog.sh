@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Backlog throughput of the dedup stage with one or several dedup workers, on a local broker
 # (tansu unless SIMDEDUP_BENCH_BROKER=mock): the dev stream xCOPIES (scripts/copies.py) is
-# produced to an 8-partition raw topic first; then WORKERS dedup workers (one group) start and, once the group has settled (every
-# worker holds its partitions), one route worker. Prints the rate from the route worker's start
+# produced to an 8-partition raw topic first; then WORKERS dedup workers (one group) start
+# and, once the group has settled (every worker holds its partitions), one route worker. Prints the rate from the route worker's start
 # to the last verdict, each worker's CPU seconds per 1,000 posts, and each dedup worker's share
 # of wall time spent waiting on the global order (simdedup_order_wait_seconds_total: posts
 # buffered, none allowed yet) and how many posts it decided ahead of their turn

@@ -29,6 +29,7 @@ bench_start() {
       line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
       eval "$line" ;;
     mock)
+      [ $# -gt 0 ] || { echo "$0 runs on tansu only: unset SIMDEDUP_BENCH_BROKER" >&2; exit 2; }
       local t args=()
       for t in "$@"; do args+=(--topic "$t"); done
       mkdir -p "$SIMDEDUP_RUN"

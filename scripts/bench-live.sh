@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Live latency of the Kafka topology on a local broker (tansu; SIMDEDUP_BENCH_BROKER=mock for
-# librdkafka's mock broker, see bench-env.sh): `simdedup generate` writes posts
-# into an 8-partition raw topic at RATE posts/s for SECS seconds, with event times that follow
+# librdkafka's mock broker, see bench-env.sh): `simdedup generate` writes posts into an
+# 8-partition raw topic at RATE posts/s for SECS seconds, with event times that follow
 # the wall clock (--start now --event-rate RATE), while the workers decide them. Latency of a
 # post = the Kafka timestamp of its output record (unique, duplicate event or rejection) minus
 # its raw record's, both read back with `simdedup export --timestamps`.
