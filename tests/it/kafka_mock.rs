@@ -316,7 +316,7 @@ fn topics_that_exist_need_no_create_topics() {
     // out the 30 s admin timeout and failed.
     let (_cluster, k) = mock_cluster(2_000);
     let t = Instant::now();
-    simdedup::io::kafka::client::ensure_topics(
+    simdedup::io::kafka::admin::ensure_topics(
         &k,
         &[(k.input_topic.as_str(), 2), (k.changelog_topic.as_str(), 1)],
     )

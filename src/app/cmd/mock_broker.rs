@@ -1,10 +1,10 @@
 //! `simdedup mock-broker`: librdkafka's in-memory mock broker as a process, for tests and
-//! benchmarks on a machine without Kafka (`io::kafka::tools::mock_broker`).
+//! benchmarks on a machine without Kafka (`io::kafka::admin::mock_broker`).
 
 use clap::Args;
 
 use crate::app::common::{stop_flag, CmdResult, EXIT_FAILURE, EXIT_OK};
-use crate::io::kafka::tools;
+use crate::io::kafka::admin;
 
 pub(crate) const HELP: &str = "Example:
   simdedup mock-broker --topic posts:8 --topic posts.routed:8 --topic simdedup.changelog:1
@@ -49,7 +49,7 @@ fn parse_topic(s: &str) -> Result<(String, i32), String> {
 pub(crate) fn run(a: MockBrokerArgs) -> CmdResult {
     let stop = stop_flag();
     let cluster =
-        tools::mock_broker(a.brokers, &a.topics).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
+        admin::mock_broker(a.brokers, &a.topics).map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     println!("SIMDEDUP_BROKERS={}", cluster.bootstrap_servers());
     eprintln!(
         "simdedup: mock broker at {} with {} topic(s); stop with SIGINT or SIGTERM",

@@ -83,7 +83,7 @@ pub(crate) fn run(a: ReplayArgs) -> CmdResult {
         (kc.duplicates_topic.as_str(), parts),
         (kc.rejected_topic.as_str(), parts),
     ];
-    crate::io::kafka::client::ensure_topics(&kc, &topics)
+    crate::io::kafka::admin::ensure_topics(&kc, &topics)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
     let range = crate::io::kafka::replay::ReplayRange {

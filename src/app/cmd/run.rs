@@ -133,7 +133,7 @@ pub(crate) fn run(a: RunArgs) -> CmdResult {
         (kc.rejected_topic.as_str(), out_parts),
         (kc.changelog_topic.as_str(), 1),
     ];
-    crate::io::kafka::client::ensure_topics(&kc, &topics)
+    crate::io::kafka::admin::ensure_topics(&kc, &topics)
         .map_err(|e| (EXIT_FAILURE, e.to_string()))?;
     let tokenizer = build_tokenizer(&cfg).map_err(usage)?;
     let local = match &a.state_dir {

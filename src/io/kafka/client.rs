@@ -1,13 +1,12 @@
 //! librdkafka clients as the stages need them: consumers whose offsets are stored only by us,
 //! producers whose delivery reports come back over a channel, rebalance events recorded for the
-//! worker loop, and topic creation.
+//! worker loop (topic creation is `admin`'s).
 
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
-use rdkafka::client::{ClientContext, DefaultClientContext};
+use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
@@ -428,45 +427,9 @@ impl ConsumerContext for RebalanceLog {
     }
 }
 
-/// Creates the topics that do not exist yet: (name, partitions). Topics the broker's metadata
-/// already lists are left alone, so that the call needs no CreateTopics right (or support: the
-/// librdkafka mock broker serves none) when every topic exists.
-pub fn ensure_topics(k: &KafkaConfig, topics: &[(&str, i32)]) -> Result<(), KafkaError> {
-    let admin: AdminClient<DefaultClientContext> = base(k, &k.producer, &[]).create()?;
-    let md = admin
-        .inner()
-        .fetch_metadata(None, Duration::from_secs(30))?;
-    let existing: std::collections::BTreeSet<&str> = md
-        .topics()
-        .iter()
-        .filter(|t| t.error().is_none() && !t.partitions().is_empty())
-        .map(|t| t.name())
-        .collect();
-    let new: Vec<NewTopic<'_>> = topics
-        .iter()
-        .filter(|(n, _)| !existing.contains(n))
-        .map(|(n, p)| NewTopic::new(n, *p, TopicReplication::Fixed(k.replication_factor)))
-        .collect();
-    if new.is_empty() {
-        return Ok(());
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| KafkaError::Config(e.to_string()))?;
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(30)));
-    let results = rt.block_on(admin.create_topics(new.iter(), &opts))?;
-    for r in results {
-        if let Err((topic, code)) = r {
-            if code != RDKafkaErrorCode::TopicAlreadyExists {
-                return Err(KafkaError::Admin {
-                    topic,
-                    message: code.to_string(),
-                });
-            }
-        }
-    }
-    Ok(())
+/// Config of an admin client (`admin`).
+pub(super) fn admin_config(k: &KafkaConfig) -> ClientConfig {
+    base(k, &k.producer, &[])
 }
 
 /// The low and high watermarks of a partition as librdkafka last heard them from the broker

@@ -6,6 +6,7 @@
 //! which worker owns what, or when.
 
 pub mod acks;
+pub mod admin;
 pub mod client;
 pub mod dedup;
 mod gate;

@@ -57,7 +57,7 @@ pub fn produce_lines(
     lines: impl Iterator<Item = Vec<u8>>,
 ) -> Result<u64, KafkaError> {
     if let Some(partitions) = create {
-        client::ensure_topics(k, &[(topic, partitions)])?;
+        super::admin::ensure_topics(k, &[(topic, partitions)])?;
     }
     let (producer, deliveries) = client::producer(k)?;
     // Connected before the first record: a paced source (`generate --rate`) would otherwise
@@ -222,7 +222,7 @@ pub fn passthrough(
     use super::acks::Acks;
     use super::client::{RebalanceLog, Tag};
     use super::outbox::{send, settle, store_offsets, Out};
-    client::ensure_topics(k, &[(to, k.output_partitions as i32)])?;
+    super::admin::ensure_topics(k, &[(to, k.output_partitions as i32)])?;
     let consumer: BaseConsumer<RebalanceLog> =
         client::consumer_config(k, &format!("{}.passthrough", k.group_id))
             .create_with_context(RebalanceLog::new(from))?;
@@ -264,21 +264,6 @@ pub fn passthrough(
     }
     producer.flush(Duration::from_secs(30))?;
     Ok(n)
-}
-
-/// librdkafka's in-memory mock broker (`simdedup mock-broker`), serving until dropped.
-pub type MockBroker =
-    rdkafka::mocking::MockCluster<'static, rdkafka::producer::DefaultProducerContext>;
-
-/// Starts librdkafka's in-memory mock broker with `brokers` brokers and `topics` (name,
-/// partitions) created, since it serves no CreateTopics. For tests and benchmarks: its log lives
-/// in memory and ends with the process.
-pub fn mock_broker(brokers: i32, topics: &[(String, i32)]) -> Result<MockBroker, KafkaError> {
-    let cluster = MockBroker::new(brokers)?;
-    for (name, partitions) in topics {
-        cluster.create_topic(name, *partitions, 1)?;
-    }
-    Ok(cluster)
 }
 
 #[cfg(test)]
