@@ -27,7 +27,7 @@ fn entry(n: u64, text: &str) -> Entry {
 }
 
 /// `e` asking for its earlier near-duplicates, over the whole index, with bigrams `grams`.
-fn query_of<'a>(e: &'a Entry, grams: &'a [Gram]) -> Query<'a> {
+pub(super) fn query_of<'a>(e: &'a Entry, grams: &'a [Gram]) -> Query<'a> {
     Query {
         id: &e.id,
         before: e.key,

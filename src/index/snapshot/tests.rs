@@ -2,7 +2,7 @@ use std::io::Write as _;
 
 use super::*;
 use crate::index::cold;
-use crate::index::{Entry, IndexConfig, OrderKey, Packed, Query, QueryStats, Scratch};
+use crate::index::{Entry, IndexConfig, OrderKey, Packed, QueryStats, Scratch};
 use crate::types::{EventTime, Fingerprint, PostId};
 use crate::verify::VerifyConfig;
 
@@ -89,15 +89,7 @@ fn read(
 fn find(idx: &Index, e: &Entry, scratch: &mut Scratch) -> Option<(EntryRef, f32)> {
     let mut grams = Vec::new();
     crate::index::grams::distinct_bigrams(&e.chars, &mut grams);
-    let q = Query {
-        id: &e.id,
-        before: e.key,
-        visibility: Default::default(),
-        min_gen: 0,
-        max_gen: i64::MAX,
-        sketch: e.sketch(),
-        grams: &grams,
-    };
+    let q = crate::index::tests::query_of(e, &grams);
     let found = idx.find(&q, scratch, &mut QueryStats::default());
     found.map(|f| (f.r, f.m.score))
 }
