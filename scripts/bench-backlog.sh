@@ -78,10 +78,6 @@ sleep 1
 settled || { echo "the dedup group did not stay settled" >&2; exit 1; }
 proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
 broker_cpu() { proc_cpu "$(cat "$SIMDEDUP_RUN/broker.pid")"; }
-# CPU seconds the whole machine spent busy (every core: all but idle and iowait).
-machine_cpu() { awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" {print ($2 + $3 + $4 + $7 + $8 + $9) / hz}' /proc/stat; }
-# CPU seconds of every worker process, in the order they were started.
-workers_cpu() { local p out=(); for p in "${pids[@]}"; do out+=("$(proc_cpu "$p")"); done; echo "${out[*]}"; }
 b0=$(broker_cpu)
 t0=$(date +%s.%N)
 start route route
@@ -89,27 +85,50 @@ addr() { sed -n 's/.*metrics listening address=\([0-9.:]*\).*/\1/p' "$work/$1.lo
 metric() { # name metric -> value (0 if absent)
   curl -s "http://$(addr "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2; f=1} END {if (!f) print 0}'
 }
-decided() { # verdicts the broker acknowledged, summed over the dedup workers
-  local s=0
-  for i in $(seq "$workers"); do
-    s=$(python3 -c "print(int($s + $(metric "dedup$i" simdedup_outputs_acked_total)))")
-  done
-  echo "$s"
-}
-# Samples (seconds since the route worker's start, verdicts out), for the drain rate.
+# Samples (seconds since the route worker's start, verdicts out, then CPU seconds: broker,
+# machine, each worker), every 0.5 s, for the drain rate. One sampling process for the whole run:
+# a shell loop starting interpreters and curl twice a second took a fifth of this machine.
+dedup_addrs=()
+for i in $(seq "$workers"); do dedup_addrs+=("$(addr "dedup$i")"); done
 : > "$work/samples"
-while :; do
-  sleep 0.5
-  got=$(decided)
-  elapsed=$(python3 -c "print(round($(date +%s.%N) - $t0, 2))")
-  echo "$elapsed $got $(broker_cpu) $(machine_cpu) $(workers_cpu)" >> "$work/samples"
-  elapsed=${elapsed%.*}
-  [ "$got" -ge "$n" ] && break
-  if [ "$elapsed" -ge "$timeout" ]; then
-    echo "after ${timeout} s: $got of $n verdicts out" >&2
-    break
-  fi
-done
+python3 - "$work/samples" "$n" "$timeout" "$t0" "$(cat "$SIMDEDUP_RUN/broker.pid")" \
+  "${pids[*]}" "${dedup_addrs[@]}" <<'PY' || true
+import os, sys, time, urllib.request
+out, n, timeout, t0, broker, pids = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6].split()
+addrs = sys.argv[7:]
+hz = os.sysconf("SC_CLK_TCK")
+def cpu(pid):
+    try:
+        f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(f[11]) + int(f[12])) / hz
+    except OSError:
+        return 0.0
+def machine():  # CPU seconds the whole machine spent busy (every core: all but idle and iowait)
+    f = open("/proc/stat").readline().split()
+    return sum(int(f[i]) for i in (1, 2, 3, 6, 7, 8)) / hz
+def acked(addr):
+    try:
+        body = urllib.request.urlopen(f"http://{addr}/metrics", timeout=2).read().decode()
+    except OSError:
+        return 0
+    for line in body.splitlines():
+        if line.startswith("simdedup_outputs_acked_total "):
+            return int(float(line.split()[1]))
+    return 0
+with open(out, "w") as f:
+    while True:
+        time.sleep(0.5)
+        got = sum(acked(a) for a in addrs)
+        elapsed = time.time() - t0
+        f.write(" ".join(map(str, [round(elapsed, 2), got, cpu(broker), machine(), *map(cpu, pids)])) + "\n")
+        f.flush()
+        if got >= n:
+            break
+        if elapsed >= timeout:
+            print(f"after {timeout:.0f} s: {got} of {n} verdicts out", file=sys.stderr)
+            break
+PY
+got=$(tail -1 "$work/samples" | cut -d' ' -f2)
 t1=$(date +%s.%N)
 b1=$(broker_cpu)
 wall=$(python3 -c "print(round($t1 - $t0, 1))")
