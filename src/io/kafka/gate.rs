@@ -170,20 +170,21 @@ pub(crate) fn frontier(
     }
 }
 
-/// Whether the post of `partition` with key `key` may be decided now: every other of the
-/// `partitions` allows it, or `clears` it (nothing undecided there can change its verdict,
-/// `lookahead`; asked only of partitions whose bound does not allow it).
-pub(crate) fn may_decide(
+/// Which partition holds back the post of `partition` with key `key`, if any: the first other
+/// of the `partitions` that neither allows it nor `clears` it (nothing undecided there can
+/// change its verdict, `lookahead`; asked only of partitions whose bound does not allow it).
+/// `None`: it may be decided now.
+pub(crate) fn held_back_by(
     key: &OrderKey,
     partition: u32,
     partitions: u32,
     v: &Visibility,
     bound: impl Fn(u32) -> Bound,
     mut clears: impl FnMut(u32) -> bool,
-) -> bool {
+) -> Option<u32> {
     (0..partitions)
         .filter(|q| *q != partition)
-        .all(|q| bound(q).allows(key, v) || clears(q))
+        .find(|q| !(bound(*q).allows(key, v) || clears(*q)))
 }
 
 /// The partition whose head comes first in the global order, with its order key (as
@@ -391,43 +392,39 @@ mod tests {
     }
 
     #[test]
-    fn may_decide_needs_every_other_partition() {
+    fn a_post_is_held_back_by_the_first_partition_that_neither_allows_nor_clears_it() {
         let k = key(10, 1, 0);
         let bounds = [Bound::Idle, Bound::Unknown, Bound::Key(key(11, 2, 0))];
         let never = |_| false;
-        assert!(
-            may_decide(&k, 1, 3, &STRICT, |q| bounds[q as usize], never),
+        assert_eq!(
+            held_back_by(&k, 1, 3, &STRICT, |q| bounds[q as usize], never),
+            None,
             "its own bound is not asked"
         );
-        assert!(!may_decide(
-            &k,
-            0,
-            3,
-            &STRICT,
-            |q| bounds[q as usize],
-            never
-        ));
+        assert_eq!(
+            held_back_by(&k, 0, 3, &STRICT, |q| bounds[q as usize], never),
+            Some(1)
+        );
         // A partition that does not allow it can clear it; only such partitions are asked.
         let mut asked = Vec::new();
-        assert!(may_decide(
-            &k,
-            0,
-            3,
-            &STRICT,
-            |q| bounds[q as usize],
-            |q| {
-                asked.push(q);
-                true
-            }
-        ));
+        let all = |q| {
+            asked.push(q);
+            true
+        };
+        assert_eq!(
+            held_back_by(&k, 0, 3, &STRICT, |q| bounds[q as usize], all),
+            None
+        );
         assert_eq!(asked, vec![1]);
-        assert!(!may_decide(
-            &k,
-            0,
-            3,
-            &STRICT,
-            |q| bounds[q as usize],
-            |q| q == 2
-        ));
+        let only_2 = |q| q == 2;
+        assert_eq!(
+            held_back_by(&k, 0, 3, &STRICT, |q| bounds[q as usize], only_2),
+            Some(1)
+        );
+        let bounds = [Bound::Idle, Bound::Idle, Bound::Unknown];
+        assert_eq!(
+            held_back_by(&k, 0, 3, &STRICT, |q| bounds[q as usize], never),
+            Some(2)
+        );
     }
 }

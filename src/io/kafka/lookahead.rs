@@ -23,19 +23,17 @@ use super::wire::{routed_seq, RoutedPost};
 /// 1.15x as fast (`scripts/bench-backlog.sh 2`, README *Measured results*).
 pub(crate) const MAX_SCAN: usize = 512;
 
-/// A post read ahead, not yet known to be decided.
-struct Pending {
-    key: OrderKey,
-    gates: Gates,
-    analyzed: Analyzed,
-}
-
-/// One partition followed ahead: where reading continues and the watermark and arrival there.
+/// One partition followed ahead: where reading continues and the watermark and arrival there,
+/// and the posts read there not yet known to be decided, in key order: their keys, gates and
+/// analyses side by side (a check scans keys and gates, and reads an analysis only when the gates
+/// let a pair through).
 struct Ahead {
     next_offset: u64,
     watermark: Option<i64>,
     arrival: i64,
-    posts: VecDeque<Pending>,
+    keys: VecDeque<OrderKey>,
+    gates: VecDeque<Gates>,
+    analyzed: VecDeque<Analyzed>,
 }
 
 impl Ahead {
@@ -103,7 +101,9 @@ impl Lookahead {
                 next_offset: offset,
                 watermark: mark.map(|m| m.0),
                 arrival: mark.map_or(0, |m| m.1),
-                posts: VecDeque::new(),
+                keys: VecDeque::new(),
+                gates: VecDeque::new(),
+                analyzed: VecDeque::new(),
             },
         );
     }
@@ -120,7 +120,7 @@ impl Lookahead {
 
     /// Posts of `partition` read and not known to be decided.
     pub(crate) fn pending(&self, partition: u32) -> usize {
-        self.parts.get(&partition).map_or(0, |a| a.posts.len())
+        self.parts.get(&partition).map_or(0, |a| a.keys.len())
     }
 
     /// Reads the routed record at `offset` of `partition` (its posts, or `None` when it does not
@@ -165,11 +165,9 @@ impl Lookahead {
             let Some(gates) = gates_of(&post.analyzed) else {
                 continue;
             };
-            a.posts.push_back(Pending {
-                key,
-                gates,
-                analyzed: post.analyzed,
-            });
+            a.keys.push_back(key);
+            a.gates.push_back(gates);
+            a.analyzed.push_back(post.analyzed);
         }
         true
     }
@@ -180,15 +178,14 @@ impl Lookahead {
         let Some(a) = self.parts.get_mut(&partition) else {
             return;
         };
-        match bound {
-            Bound::Idle => a.posts.clear(),
-            Bound::Key(b) => {
-                while a.posts.front().is_some_and(|p| p.key < b) {
-                    a.posts.pop_front();
-                }
-            }
-            Bound::Unknown => {}
-        }
+        let decided = match bound {
+            Bound::Idle => a.keys.len(),
+            Bound::Key(b) => a.keys.partition_point(|k| *k < b),
+            Bound::Unknown => 0,
+        };
+        a.keys.drain(..decided);
+        a.gates.drain(..decided);
+        a.analyzed.drain(..decided);
     }
 
     /// Whether a post with key `key` and sketch `post` (of another partition) may be decided
@@ -214,39 +211,40 @@ impl Lookahead {
         if key.sees(&a.frontier(partition), v) {
             return Check::Unread;
         }
-        let from = checked.map_or(0, |k| a.posts.partition_point(|p| p.key < k));
+        let from = checked.map_or(0, |k| a.keys.partition_point(|p| *p < k));
         // The posts are in key order, and a key sees those of another partition up to a point.
-        let to = a.posts.partition_point(|p| key.sees(&p.key, v));
+        let to = a.keys.partition_point(|p| key.sees(p, v));
         if to.saturating_sub(from) > MAX_SCAN {
             return Check::Far;
         }
-        for p in a.posts.range(from..to.max(from)) {
-            if self.may_match(post, bits, &p.gates, &p.analyzed.sketch()) {
-                *checked = Some(p.key);
+        for (i, g) in a.gates.range(from..to.max(from)).enumerate() {
+            if self.may_match(post, bits, g, || a.analyzed[from + i].sketch()) {
+                *checked = Some(a.keys[from + i]);
                 return Check::MayMatch;
             }
         }
         // Every undecided post before the first one it does not see was compared (all of them
         // when it sees the last: what is read later comes after it).
-        let unseen = a.posts.get(to).map(|p| p.key);
-        *checked = unseen.or(a.posts.back().map(|p| p.key)).max(*checked);
+        let unseen = a.keys.get(to).copied();
+        *checked = unseen.or(a.keys.back().copied()).max(*checked);
         Check::Clear
     }
 
-    /// Whether `post` (whose `Bits` are `bits`) may match `other` (whose gates are `gates`) by
-    /// any rule of verification: the cheap gates first, then `verify` itself.
-    pub(crate) fn may_match(
+    /// Whether `post` (whose `Bits` are `bits`) may match another post (whose gates are
+    /// `gates` and whose sketch `other` gives) by any rule of verification: the cheap gates
+    /// first, then `verify` itself.
+    pub(crate) fn may_match<'o>(
         &self,
         post: &Sketch<'_>,
         bits: &Bits,
         gates: &Gates,
-        other: &Sketch<'_>,
+        other: impl FnOnce() -> Sketch<'o>,
     ) -> bool {
         if self.verify.mode == VerifyMode::SimhashOnly {
             return post.fingerprint.hamming(gates.fingerprint) <= self.max_distance;
         }
         verify::may_accept(post, bits, gates, &self.verify)
-            && verify::verify(post, other, &self.verify).is_some()
+            && verify::verify(post, &other(), &self.verify).is_some()
     }
 }
 
@@ -342,7 +340,7 @@ mod tests {
             let expected = engine.order_key(at, p.created_at);
             engine.decide(at, &p.id, p.created_at, &p.analyzed);
             la.read(3, offset as u64, Some(vec![p]));
-            let got = la.parts[&3].posts.back().unwrap().key;
+            let got = *la.parts[&3].keys.back().unwrap();
             assert_eq!(got, expected, "post {offset}");
             let a = &la.parts[&3];
             assert_eq!(a.watermark, engine.watermarks().get(&3).copied());

@@ -6,6 +6,7 @@
 //! the other lanes go on meanwhile.
 
 use std::cell::{Cell, OnceCell};
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::super::gate;
@@ -42,6 +43,14 @@ impl Worker<'_> {
         // head (its buffer front and its watermark), so only that one is computed again.
         let mut heads: Vec<(u32, Option<OrderKey>)> =
             self.owned.keys().map(|p| (*p, self.head_key(*p))).collect();
+        // Within a round this worker learns nothing new of other workers' partitions (markers
+        // and read-ahead are read between rounds), and its own lanes change only as it decides
+        // their posts: a head held back by a partition stays held back until that partition,
+        // one of its own lanes, has decided a post. Per lane held back: that partition and how
+        // many posts it had decided this round then. (Checking every waiting head again after
+        // each decision cost most of a worker's time with many partitions.)
+        let mut held: BTreeMap<u32, (u32, usize)> = BTreeMap::new();
+        let mut decided: BTreeMap<u32, usize> = BTreeMap::new();
         loop {
             let mut order: Vec<(OrderKey, u32)> = heads
                 .iter()
@@ -50,12 +59,19 @@ impl Worker<'_> {
             order.sort_unstable();
             let mut next = None;
             for (key, p) in &order {
+                let still_held = held
+                    .get(p)
+                    .is_some_and(|(q, then)| decided.get(q).copied().unwrap_or(0) == *then);
+                if still_held {
+                    continue;
+                }
                 match self.may_decide_head(*p, key, &heads) {
-                    Some(ahead) => {
+                    Ok(ahead) => {
                         next = Some((*p, ahead));
                         break;
                     }
-                    None => {
+                    Err(q) => {
+                        held.insert(*p, (q, decided.get(&q).copied().unwrap_or(0)));
                         self.ahead.wanted = true;
                         if let Some(o) = self.owned.get_mut(p) {
                             o.head.waiting_since.get_or_insert_with(Instant::now);
@@ -71,6 +87,8 @@ impl Worker<'_> {
                 metrics::global().decided_ahead();
             }
             self.decide_one(c, p)?;
+            *decided.entry(p).or_default() += 1;
+            held.remove(&p);
             n += 1;
             if n.is_multiple_of(SETTLE_EVERY_DECISIONS) {
                 self.settle(c)?;
@@ -84,16 +102,17 @@ impl Worker<'_> {
         }
     }
 
-    /// Whether the head of lane `p`, with key `key`, may be decided now: `Some(ahead)`, where
-    /// `ahead` says some partition cleared it before its turn. `heads`: every lane's head key.
+    /// Whether the head of lane `p`, with key `key`, may be decided now: `Ok(ahead)`, where
+    /// `ahead` says some partition cleared it before its turn, or `Err` with the partition that
+    /// holds it back. `heads`: every lane's head key.
     fn may_decide_head(
         &self,
         p: u32,
         key: &OrderKey,
         heads: &[(u32, Option<OrderKey>)],
-    ) -> Option<bool> {
-        let lane = self.owned.get(&p)?;
-        let head = lane.buf.front()?;
+    ) -> Result<bool, u32> {
+        let lane = self.owned.get(&p).ok_or(p)?;
+        let head = lane.buf.front().ok_or(p)?;
         let v = self.k.visibility();
         let ahead = Cell::new(false);
         let bits = OnceCell::new();
@@ -123,7 +142,10 @@ impl Worker<'_> {
             Some((_, Some(k))) => gate::Bound::Key(*k),
             _ => self.bound(q),
         };
-        gate::may_decide(key, p, self.partitions, &v, bound, clears).then(|| ahead.get())
+        match gate::held_back_by(key, p, self.partitions, &v, bound, clears) {
+            None => Ok(ahead.get()),
+            Some(q) => Err(q),
+        }
     }
 
     /// `Lookahead::check` for lane `q` of this worker: its buffered posts, keyed as they will
@@ -156,7 +178,7 @@ impl Worker<'_> {
             if let Some(g) = &s.gates {
                 if self
                     .lookahead
-                    .may_match(post, bits, g, &r.analyzed.sketch())
+                    .may_match(post, bits, g, || r.analyzed.sketch())
                 {
                     return Check::MayMatch;
                 }
