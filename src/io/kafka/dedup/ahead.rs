@@ -4,7 +4,7 @@
 //! undecided there could match it. Only read, and only fetched, while posts wait on another
 //! partition.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
@@ -36,11 +36,21 @@ const AHEAD_PAUSE_AFTER: Duration = Duration::from_millis(500);
 /// marker by more than this many records (everything before it is decided).
 const AHEAD_RESTART_LAG: u64 = 4;
 
-/// What the consumer reading ahead was told: per partition, the offset it was assigned at and
-/// whether it is paused.
+/// What the consumer reading ahead was told: the partitions it holds (every partition another
+/// worker owned when it was last assigned), per partition followed the offset it was pointed at
+/// (by that assignment or a seek since), and per partition whether it is paused.
+///
+/// Its assignment changes only when the partitions other workers own do; a partition followed
+/// again from a newer marker is sought, one no longer followed paused. Assigning anew whenever
+/// what was followed changed (every few rounds at the end of a backlog, as partitions fell idle)
+/// aborted a worker now and then inside librdkafka 2.12
+/// (`rd_kafka_assignment_partition_stopped: Assertion rktp->rktp_started failed`): an
+/// assignment that removes a partition whose previous removal has not yet been answered stops
+/// its fetcher twice (librdkafka issue 5573).
 #[derive(Default)]
 pub(super) struct AheadReader {
-    assigned: BTreeMap<u32, u64>,
+    held: BTreeSet<u32>,
+    at: BTreeMap<u32, u64>,
     paused: BTreeMap<u32, bool>,
     /// Per partition, a gap met at this offset: followed again only from a marker past it.
     gaps: BTreeMap<u32, u64>,
@@ -95,7 +105,6 @@ impl Worker<'_> {
             self.ahead.last_wanted = Some(Instant::now());
         }
         let followed: BTreeMap<u32, u64> = self.lookahead.followed().collect();
-        let mut changed = followed.keys().any(|q| !want.contains_key(q));
         for q in followed.keys().filter(|q| !want.contains_key(q)) {
             self.lookahead.stop(*q);
         }
@@ -107,14 +116,11 @@ impl Worker<'_> {
             if restart {
                 self.lookahead.start(*q, *start, *mark);
                 self.ahead.gaps.remove(q);
-                changed = true;
             }
         }
-        if changed {
-            self.assign_ahead(c)?;
-        }
+        self.assign_ahead(c)?;
         self.pace_ahead(c)?;
-        if !wanted || self.ahead.assigned.is_empty() {
+        if !wanted || self.ahead.at.is_empty() {
             return Ok(());
         }
         for _ in 0..AHEAD_POLL_BATCH {
@@ -145,38 +151,68 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// Assigns the read-ahead consumer what `lookahead` follows, each at its reading point.
+    /// Points the read-ahead consumer at what `lookahead` follows, each at its reading point:
+    /// assigns it every partition other workers own when those change (the ones not followed
+    /// at their end, to be paused), and otherwise seeks a partition followed from a new offset.
+    /// A seek that fails (the partition not yet started) is tried again next round; meanwhile
+    /// the partition stays paused.
     fn assign_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
-        let followed: BTreeMap<u32, u64> = self.lookahead.followed().collect();
-        if followed == self.ahead.assigned {
+        if self.owned.is_empty() {
+            // Nothing of this worker's waits: no assignment, which the group's would replace.
             return Ok(());
         }
-        let mut tpl = TopicPartitionList::new();
-        for (q, offset) in &followed {
-            tpl.add_partition_offset(
-                &self.k.routed_topic,
-                *q as i32,
-                Offset::Offset(*offset as i64),
-            )?;
+        let followed: BTreeMap<u32, u64> = self.lookahead.followed().collect();
+        let foreign: BTreeSet<u32> = (0..self.partitions)
+            .filter(|q| !self.owned.contains_key(q))
+            .collect();
+        let topic = &self.k.routed_topic;
+        if foreign != self.ahead.held {
+            let mut tpl = TopicPartitionList::new();
+            for q in &foreign {
+                let at = followed
+                    .get(q)
+                    .map_or(Offset::End, |o| Offset::Offset(*o as i64));
+                tpl.add_partition_offset(topic, *q as i32, at)?;
+            }
+            c.ahead.assign(&tpl)?;
+            // A partition kept across assignments may keep librdkafka's pause: resume all, so
+            // that what `pace_ahead` believes holds.
+            c.ahead.resume(&tpl)?;
+            self.ahead.held = foreign;
+            self.ahead.at = followed;
+            self.ahead.paused.clear();
+            return Ok(());
         }
-        c.ahead.assign(&tpl)?;
-        // A partition kept across assignments may keep librdkafka's pause: resume all, so that
-        // what `pace_ahead` believes holds.
-        c.ahead.resume(&tpl)?;
-        self.ahead.assigned = followed;
-        self.ahead.paused.clear();
+        for (q, offset) in &followed {
+            if self.ahead.at.get(q) == Some(offset) {
+                continue;
+            }
+            let to = Offset::Offset(*offset as i64);
+            match c.ahead.seek(topic, *q as i32, to, Duration::ZERO) {
+                Ok(()) => {
+                    self.ahead.at.insert(*q, *offset);
+                }
+                Err(e) => {
+                    self.ahead.at.remove(q);
+                    tracing::debug!(partition = q, error = %e, "read-ahead seek postponed");
+                }
+            }
+        }
+        self.ahead.at.retain(|q, _| followed.contains_key(q));
         Ok(())
     }
 
-    /// Pauses partitions read far ahead of their owners, or all of them while no post waits,
-    /// and resumes them once they catch up and a post waits again.
+    /// Pauses partitions read far ahead of their owners or not followed, or all of them while
+    /// no post waits, and resumes them once they catch up and a post waits again.
     fn pace_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
         let unwanted = self
             .ahead
             .last_wanted
             .is_none_or(|t| t.elapsed() >= AHEAD_PAUSE_AFTER);
-        for q in self.ahead.assigned.keys() {
-            let pause = unwanted || self.lookahead.pending(*q) >= AHEAD_MAX_PENDING;
+        for q in &self.ahead.held {
+            let pause = unwanted
+                || !self.ahead.at.contains_key(q)
+                || self.lookahead.pending(*q) >= AHEAD_MAX_PENDING;
             if self.ahead.paused.get(q).copied().unwrap_or(false) == pause {
                 continue;
             }
