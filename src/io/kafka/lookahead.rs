@@ -23,17 +23,19 @@ use super::wire::{routed_seq, RoutedPost};
 /// 1.15x as fast (`scripts/bench-backlog.sh 2`, README *Measured results*).
 pub(crate) const MAX_SCAN: usize = 512;
 
-/// One partition followed ahead: where reading continues and the watermark and arrival there,
-/// and the posts read there not yet known to be decided, in key order: their keys, gates and
-/// analyses side by side (a check scans keys and gates, and reads an analysis only when the gates
-/// let a pair through).
+/// A post read ahead, not yet known to be decided.
+struct Pending {
+    key: OrderKey,
+    gates: Gates,
+    analyzed: Analyzed,
+}
+
+/// One partition followed ahead: where reading continues and the watermark and arrival there.
 struct Ahead {
     next_offset: u64,
     watermark: Option<i64>,
     arrival: i64,
-    keys: VecDeque<OrderKey>,
-    gates: VecDeque<Gates>,
-    analyzed: VecDeque<Analyzed>,
+    posts: VecDeque<Pending>,
 }
 
 impl Ahead {
@@ -101,9 +103,7 @@ impl Lookahead {
                 next_offset: offset,
                 watermark: mark.map(|m| m.0),
                 arrival: mark.map_or(0, |m| m.1),
-                keys: VecDeque::new(),
-                gates: VecDeque::new(),
-                analyzed: VecDeque::new(),
+                posts: VecDeque::new(),
             },
         );
     }
@@ -120,7 +120,7 @@ impl Lookahead {
 
     /// Posts of `partition` read and not known to be decided.
     pub(crate) fn pending(&self, partition: u32) -> usize {
-        self.parts.get(&partition).map_or(0, |a| a.keys.len())
+        self.parts.get(&partition).map_or(0, |a| a.posts.len())
     }
 
     /// Reads the routed record at `offset` of `partition` (its posts, or `None` when it does not
@@ -165,9 +165,11 @@ impl Lookahead {
             let Some(gates) = gates_of(&post.analyzed) else {
                 continue;
             };
-            a.keys.push_back(key);
-            a.gates.push_back(gates);
-            a.analyzed.push_back(post.analyzed);
+            a.posts.push_back(Pending {
+                key,
+                gates,
+                analyzed: post.analyzed,
+            });
         }
         true
     }
@@ -178,14 +180,15 @@ impl Lookahead {
         let Some(a) = self.parts.get_mut(&partition) else {
             return;
         };
-        let decided = match bound {
-            Bound::Idle => a.keys.len(),
-            Bound::Key(b) => a.keys.partition_point(|k| *k < b),
-            Bound::Unknown => 0,
-        };
-        a.keys.drain(..decided);
-        a.gates.drain(..decided);
-        a.analyzed.drain(..decided);
+        match bound {
+            Bound::Idle => a.posts.clear(),
+            Bound::Key(b) => {
+                while a.posts.front().is_some_and(|p| p.key < b) {
+                    a.posts.pop_front();
+                }
+            }
+            Bound::Unknown => {}
+        }
     }
 
     /// Whether a post with key `key` and sketch `post` (of another partition) may be decided
@@ -211,22 +214,22 @@ impl Lookahead {
         if key.sees(&a.frontier(partition), v) {
             return Check::Unread;
         }
-        let from = checked.map_or(0, |k| a.keys.partition_point(|p| *p < k));
+        let from = checked.map_or(0, |k| a.posts.partition_point(|p| p.key < k));
         // The posts are in key order, and a key sees those of another partition up to a point.
-        let to = a.keys.partition_point(|p| key.sees(p, v));
+        let to = a.posts.partition_point(|p| key.sees(&p.key, v));
         if to.saturating_sub(from) > MAX_SCAN {
             return Check::Far;
         }
-        for (i, g) in a.gates.range(from..to.max(from)).enumerate() {
-            if self.may_match(post, bits, g, || a.analyzed[from + i].sketch()) {
-                *checked = Some(a.keys[from + i]);
+        for p in a.posts.range(from..to.max(from)) {
+            if self.may_match(post, bits, &p.gates, || p.analyzed.sketch()) {
+                *checked = Some(p.key);
                 return Check::MayMatch;
             }
         }
         // Every undecided post before the first one it does not see was compared (all of them
         // when it sees the last: what is read later comes after it).
-        let unseen = a.keys.get(to).copied();
-        *checked = unseen.or(a.keys.back().copied()).max(*checked);
+        let unseen = a.posts.get(to).map(|p| p.key);
+        *checked = unseen.or(a.posts.back().map(|p| p.key)).max(*checked);
         Check::Clear
     }
 
@@ -340,7 +343,7 @@ mod tests {
             let expected = engine.order_key(at, p.created_at);
             engine.decide(at, &p.id, p.created_at, &p.analyzed);
             la.read(3, offset as u64, Some(vec![p]));
-            let got = *la.parts[&3].keys.back().unwrap();
+            let got = la.parts[&3].posts.back().unwrap().key;
             assert_eq!(got, expected, "post {offset}");
             let a = &la.parts[&3];
             assert_eq!(a.watermark, engine.watermarks().get(&3).copied());
