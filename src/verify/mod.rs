@@ -325,6 +325,23 @@ pub fn max_edits(long: usize, cfg: &VerifyConfig) -> usize {
     ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4).floor() as usize
 }
 
+/// Whether a text of `chars` characters and `tokens` distinct tokens can be accepted with another
+/// by the exact rule alone (identical normalized texts), whatever the other text: too few tokens
+/// for the SimHash rule (it needs both texts to have `simhash_min_tokens`), too short to be the
+/// shorter text of a containment, and too short for the edit rule. The edit rule needs the longer
+/// text to have `edit_min_chars` characters `n` and the two lengths to differ by at most
+/// `max_edits(n)`; `n - max_edits(n)` never decreases as `n` grows (the rule allows at most one
+/// more edit per character), so no longer text is within reach of `chars` when `edit_min_chars`
+/// is not. The read-ahead check compares such a post by its text hash only.
+pub fn exact_only(chars: usize, tokens: usize, cfg: &VerifyConfig) -> bool {
+    let edit_floor = cfg
+        .edit_min_chars
+        .saturating_sub(max_edits(cfg.edit_min_chars, cfg));
+    tokens < cfg.simhash_min_tokens
+        && (!cfg.containment || (chars as f32) < cfg.containment_min_chars as f32)
+        && chars < edit_floor
+}
+
 /// The largest token count `Gates` distinguishes: a count this large is a lower bound, and the
 /// SimHash gate lets such a candidate through.
 pub const MANY_TOKENS: usize = u16::MAX as usize;

@@ -209,6 +209,28 @@ proptest! {
         }
     }
 
+    // A text `exact_only` names is accepted with no other text, either way round, but its
+    // identical copy: B is A edited, padded or cut, with a token set of its own.
+    #[test]
+    fn a_text_exact_only_names_is_accepted_only_with_its_copy(
+        a in "[ab天地人]{1,16}",
+        edits in proptest::collection::vec((0usize..20, 0u8..3, "[ab天地人]"), 0..3),
+        pad in "[ab天地]{0,30}",
+        ta in proptest::collection::btree_set(0u32..12, 0..10),
+        tb in proptest::collection::btree_set(0u32..12, 0..40),
+        fa: u64, flips in 0u32..3,
+    ) {
+        let a = chars(&a);
+        let b: Vec<char> = edited(&a, &edits).into_iter().chain(pad.chars()).collect();
+        let (ta, tb): (Vec<u32>, Vec<u32>) = (ta.into_iter().collect(), tb.into_iter().collect());
+        let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fa ^ ((1u64 << flips) - 1)));
+        let cfg = VerifyConfig::default();
+        if exact_only(a.len(), ta.len(), &cfg) && a != b {
+            prop_assert!(verify(&sa, &sb, &cfg).is_none());
+            prop_assert!(verify(&sb, &sa, &cfg).is_none());
+        }
+    }
+
     #[test]
     fn banded_and_bit_parallel_agree_with_the_textbook_dp(
         a in "[abcd]{0,150}", b in "[abcd]{0,150}", max in 0usize..160,
@@ -274,4 +296,25 @@ fn a_token_count_too_large_to_keep_passes_the_token_gate() {
     ));
     // The token sets use the low 48 bits only: the index keeps its count in the rest.
     assert_eq!(token_bits(&(0..5000).collect::<Vec<u32>>()) >> 48, 0);
+}
+
+#[test]
+fn exact_only_names_texts_below_every_other_rules_reach() {
+    let cfg = VerifyConfig::default();
+    // The edit rule reaches 11 characters (12 with one edit), containment 11, SimHash 8 tokens.
+    assert!(exact_only(10, 7, &cfg));
+    assert!(!exact_only(11, 7, &cfg));
+    assert!(!exact_only(10, 8, &cfg));
+    let no_containment = VerifyConfig {
+        containment: false,
+        ..cfg.clone()
+    };
+    assert!(exact_only(10, 7, &no_containment));
+    // An edit rule that allows any edit reaches every length.
+    let any_edit = VerifyConfig {
+        edit_similarity: 0.0,
+        containment: false,
+        ..cfg
+    };
+    assert!(!exact_only(1, 0, &any_edit));
 }

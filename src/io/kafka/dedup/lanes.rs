@@ -155,6 +155,11 @@ impl Worker<'_> {
             return Check::NotFollowed;
         };
         let v = self.k.visibility();
+        // A post only an identical text can match is compared with copies of its text alone,
+        // and no other post with it (`lookahead::exact_only`).
+        let la = &self.lookahead;
+        let exact = la.exact_only(post.chars.len(), post.tokens.len());
+        let text_hash = Some(post.text_hash as u32);
         let mut watermark = self.engine.watermarks().get(&q).copied();
         let mut arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
         for (i, s) in o.buf.iter().enumerate() {
@@ -175,7 +180,13 @@ impl Worker<'_> {
             if k.arrival != 0 {
                 arrival = k.arrival;
             }
-            if let Some(g) = &s.gates {
+            if let Some(g) = s.gates.as_ref().filter(|g| {
+                if exact {
+                    g.text_hash == text_hash
+                } else {
+                    !la.exact_only(g.chars, g.tokens)
+                }
+            }) {
                 if self
                     .lookahead
                     .may_match(post, bits, g, || r.analyzed.sketch())
