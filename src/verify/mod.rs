@@ -334,12 +334,22 @@ pub fn max_edits(long: usize, cfg: &VerifyConfig) -> usize {
 /// more edit per character), so no longer text is within reach of `chars` when `edit_min_chars`
 /// is not. The read-ahead check compares such a post by its text hash only.
 pub fn exact_only(chars: usize, tokens: usize, cfg: &VerifyConfig) -> bool {
+    let (below_chars, below_tokens) = exact_only_below(cfg);
+    chars < below_chars && tokens < below_tokens
+}
+
+/// `exact_only` as two bounds: a text has fewer characters than the first and fewer tokens than
+/// the second.
+pub fn exact_only_below(cfg: &VerifyConfig) -> (usize, usize) {
     let edit_floor = cfg
         .edit_min_chars
         .saturating_sub(max_edits(cfg.edit_min_chars, cfg));
-    tokens < cfg.simhash_min_tokens
-        && (!cfg.containment || (chars as f32) < cfg.containment_min_chars as f32)
-        && chars < edit_floor
+    let containment = if cfg.containment {
+        cfg.containment_min_chars
+    } else {
+        usize::MAX
+    };
+    (edit_floor.min(containment), cfg.simhash_min_tokens)
 }
 
 /// The largest token count `Gates` distinguishes: a count this large is a lower bound, and the

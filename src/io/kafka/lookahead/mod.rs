@@ -114,12 +114,6 @@ pub(crate) fn gates_of(a: &Analyzed) -> Option<Gates> {
     })
 }
 
-/// Whether a post of `chars` characters and `tokens` tokens can match only an identical text
-/// (`verify::exact_only`; any fingerprint close enough matches with `mode = "simhash_only"`).
-fn exact_only(chars: usize, tokens: usize, cfg: &VerifyConfig) -> bool {
-    cfg.mode != VerifyMode::SimhashOnly && verify::exact_only(chars, tokens, cfg)
-}
-
 /// What `Lookahead::check` found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Check {
@@ -142,15 +136,23 @@ pub(crate) struct Lookahead {
     verify: VerifyConfig,
     /// With `verify.mode = simhash_only` any fingerprint within this distance matches.
     max_distance: u32,
+    /// A post with fewer characters and tokens than these can match only an identical text
+    /// (`verify::exact_only_below`; none with `mode = "simhash_only"`).
+    exact_below: (usize, usize),
 }
 
 impl Lookahead {
     pub(crate) fn new(visibility: Visibility, verify: VerifyConfig, max_distance: u32) -> Self {
+        let exact_below = match verify.mode {
+            VerifyMode::SimhashOnly => (0, 0),
+            _ => verify::exact_only_below(&verify),
+        };
         Lookahead {
             parts: BTreeMap::new(),
             visibility,
             verify,
             max_distance,
+            exact_below,
         }
     }
 
@@ -188,7 +190,7 @@ impl Lookahead {
         offset: u64,
         posts: Option<Vec<RoutedPost>>,
     ) -> bool {
-        let cfg = &self.verify;
+        let (below_chars, below_tokens) = self.exact_below;
         let Some(a) = self.parts.get_mut(&partition) else {
             return true;
         };
@@ -220,7 +222,7 @@ impl Lookahead {
             let Some(gates) = gates_of(&post.analyzed) else {
                 continue;
             };
-            let exact = exact_only(gates.chars, gates.tokens, cfg);
+            let exact = gates.chars < below_chars && gates.tokens < below_tokens;
             let p = Pending {
                 key,
                 gates,
@@ -268,7 +270,7 @@ impl Lookahead {
         if key.sees(&a.frontier(partition), v) {
             return Check::Unread;
         }
-        if exact_only(post.chars.len(), post.tokens.len(), &self.verify) {
+        if self.exact_only(post.chars.len(), post.tokens.len()) {
             // Only undecided copies of its text could match it, found by its hash.
             let Some(keys) = a.by_hash.get(&(post.text_hash as u32)) else {
                 return Check::Clear;
@@ -305,7 +307,7 @@ impl Lookahead {
     /// Whether a post of `chars` characters and `tokens` tokens can match only an identical
     /// text (as `verify` is configured here).
     pub(crate) fn exact_only(&self, chars: usize, tokens: usize) -> bool {
-        exact_only(chars, tokens, &self.verify)
+        chars < self.exact_below.0 && tokens < self.exact_below.1
     }
 
     /// Whether `post` (whose `Bits` are `bits`) may match another post (whose gates are

@@ -327,3 +327,14 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
     la.decided(1, Bound::Idle);
     assert_eq!(la.pending(1), 0);
 }
+
+#[test]
+fn with_simhash_only_no_post_is_compared_by_its_text_alone() {
+    let verify = VerifyConfig {
+        mode: VerifyMode::SimhashOnly,
+        ..VerifyConfig::default()
+    };
+    assert!(!Lookahead::new(LIVE, verify, 3).exact_only(1, 0));
+    assert!(ahead().exact_only(10, 7));
+    assert!(!ahead().exact_only(11, 7));
+}
