@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::engine::{next_order_key, Analyzed, Position};
 use crate::index::{OrderKey, Visibility};
+use crate::types::Fingerprint;
 use crate::verify::{self, Bits, Gates, Sketch, VerifyConfig, VerifyMode};
 
 use super::gate::{frontier, Bound};
@@ -24,11 +25,38 @@ use super::wire::{routed_seq, RoutedPost};
 /// 1.15x as fast (`scripts/bench-backlog.sh 2`, README *Measured results*).
 pub(crate) const MAX_SCAN: usize = 512;
 
-/// A post read ahead, not yet known to be decided.
+/// A post read ahead, not yet known to be decided: what verification reads of it, and no more
+/// (a whole analysis, with its SimHash accumulator, normalized string and bigrams, is several
+/// times larger; a worker may hold tens of thousands of such posts).
 struct Pending {
     key: OrderKey,
     gates: Gates,
-    analyzed: Analyzed,
+    chars: Vec<char>,
+    tokens: Vec<u32>,
+    text_hash: u64,
+    fingerprint: Fingerprint,
+}
+
+impl Pending {
+    fn new(key: OrderKey, gates: Gates, mut a: Analyzed) -> Self {
+        Pending {
+            key,
+            gates,
+            chars: std::mem::take(&mut a.chars),
+            tokens: std::mem::take(&mut a.token_set),
+            text_hash: a.text_hash,
+            fingerprint: a.fingerprint(),
+        }
+    }
+
+    fn sketch(&self) -> Sketch<'_> {
+        Sketch {
+            chars: &self.chars,
+            text_hash: self.text_hash,
+            fingerprint: self.fingerprint,
+            tokens: &self.tokens,
+        }
+    }
 }
 
 /// One partition followed ahead: where reading continues and the watermark and arrival there.
@@ -223,12 +251,7 @@ impl Lookahead {
                 continue;
             };
             let exact = gates.chars < below_chars && gates.tokens < below_tokens;
-            let p = Pending {
-                key,
-                gates,
-                analyzed: post.analyzed,
-            };
-            a.push(p, exact);
+            a.push(Pending::new(key, gates, post.analyzed), exact);
         }
         true
     }
@@ -278,7 +301,7 @@ impl Lookahead {
             let from = checked.map_or(0, |c| keys.partition_point(|k| *k < c));
             for k in keys.range(from..).take_while(|k| key.sees(k, v)) {
                 let p = &a.exact[a.exact.partition_point(|p| p.key < *k)];
-                if self.may_match(post, bits, &p.gates, || p.analyzed.sketch()) {
+                if self.may_match(post, bits, &p.gates, || p.sketch()) {
                     *checked = Some(*k);
                     return Check::MayMatch;
                 }
@@ -292,7 +315,7 @@ impl Lookahead {
             return Check::Far;
         }
         for p in a.posts.range(from..to.max(from)) {
-            if self.may_match(post, bits, &p.gates, || p.analyzed.sketch()) {
+            if self.may_match(post, bits, &p.gates, || p.sketch()) {
                 *checked = Some(p.key);
                 return Check::MayMatch;
             }

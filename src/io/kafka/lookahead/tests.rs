@@ -290,7 +290,7 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
         let bits = Bits::of(q);
         if seen
             .into_iter()
-            .any(|p| la.may_match(q, &bits, &p.gates, || p.analyzed.sketch()))
+            .any(|p| la.may_match(q, &bits, &p.gates, || p.sketch()))
         {
             Check::MayMatch
         } else {
