@@ -221,6 +221,9 @@ pub enum Words {
     Keep,
     /// Tokens keep hashes and weights; their words are empty.
     Skip,
+    /// As `Skip`, and the post keeps neither its raw record nor its bigrams: what a post read
+    /// ahead needs, compared with others and never indexed nor output.
+    Compare,
 }
 
 /// Decodes a routed post.
@@ -241,12 +244,16 @@ pub fn decode_routed(buf: &[u8], words: Words) -> Result<RoutedPost, WireError> 
             hash: token_hash(word),
             word: match words {
                 Words::Keep => word.to_string(),
-                Words::Skip => String::new(),
+                Words::Skip | Words::Compare => String::new(),
             },
             weight,
         });
     }
-    let raw = r.bytes().ok_or_else(err)?.to_vec();
+    let raw = r.bytes().ok_or_else(err)?;
+    let raw = match words {
+        Words::Compare => Vec::new(),
+        Words::Keep | Words::Skip => raw.to_vec(),
+    };
     let input_ms = match r.0.len() {
         0 => None,
         8 => Some(r.u64().ok_or_else(err)? as i64),
@@ -266,7 +273,9 @@ pub fn decode_routed(buf: &[u8], words: Words) -> Result<RoutedPost, WireError> 
         fingerprint: fp,
         acc: [0.0; 64],
     });
-    distinct_bigrams(&a.chars, &mut a.grams);
+    if words != Words::Compare {
+        distinct_bigrams(&a.chars, &mut a.grams);
+    }
     Ok(RoutedPost {
         id,
         created_at: has_time.then_some(EventTime(time)),
@@ -471,6 +480,15 @@ mod tests {
         // Without words, the same hashes, weights and token set.
         let s = decode_routed(&buf, Words::Skip).unwrap();
         assert!(words(&s).iter().all(String::is_empty));
+        let c = decode_routed(&buf, Words::Compare).unwrap();
+        assert!(words(&c).iter().all(String::is_empty));
+        assert!(c.raw.is_empty() && c.analyzed.grams.is_empty() && !s.analyzed.grams.is_empty());
+        let (cs, ss) = (c.analyzed.sketch(), s.analyzed.sketch());
+        assert_eq!((cs.chars, cs.tokens), (ss.chars, ss.tokens));
+        assert_eq!(
+            (cs.text_hash, cs.fingerprint),
+            (ss.text_hash, ss.fingerprint)
+        );
         let hw = |p: &RoutedPost| -> Vec<(u64, u32)> {
             p.analyzed
                 .tokens

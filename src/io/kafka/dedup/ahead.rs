@@ -136,8 +136,8 @@ impl Worker<'_> {
                 }
             };
             let (q, offset) = (m.partition() as u32, m.offset() as u64);
-            // Read ahead only to be checked, never output: no words.
-            let posts = decode_routed_record(m.payload().unwrap_or_default(), Words::Skip).ok();
+            // Read ahead only to be compared, never indexed nor output.
+            let posts = decode_routed_record(m.payload().unwrap_or_default(), Words::Compare).ok();
             if !self.lookahead.read(q, offset, posts) {
                 tracing::debug!(
                     partition = q,
