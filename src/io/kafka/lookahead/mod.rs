@@ -142,6 +142,11 @@ pub(crate) fn gates_of(a: &Analyzed) -> Option<Gates> {
     })
 }
 
+/// Whether `chars` and `tokens` are both below `bounds` (`Lookahead::exact_below`).
+fn is_below(bounds: (usize, usize), chars: usize, tokens: usize) -> bool {
+    chars < bounds.0 && tokens < bounds.1
+}
+
 /// What `Lookahead::check` found.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Check {
@@ -218,7 +223,7 @@ impl Lookahead {
         offset: u64,
         posts: Option<Vec<RoutedPost>>,
     ) -> bool {
-        let (below_chars, below_tokens) = self.exact_below;
+        let exact_below = self.exact_below;
         let Some(a) = self.parts.get_mut(&partition) else {
             return true;
         };
@@ -250,7 +255,7 @@ impl Lookahead {
             let Some(gates) = gates_of(&post.analyzed) else {
                 continue;
             };
-            let exact = gates.chars < below_chars && gates.tokens < below_tokens;
+            let exact = is_below(exact_below, gates.chars, gates.tokens);
             a.push(Pending::new(key, gates, post.analyzed), exact);
         }
         true
@@ -330,7 +335,7 @@ impl Lookahead {
     /// Whether a post of `chars` characters and `tokens` tokens can match only an identical
     /// text (as `verify` is configured here).
     pub(crate) fn exact_only(&self, chars: usize, tokens: usize) -> bool {
-        chars < self.exact_below.0 && tokens < self.exact_below.1
+        is_below(self.exact_below, chars, tokens)
     }
 
     /// Whether `post` (whose `Bits` are `bits`) may match another post (whose gates are
