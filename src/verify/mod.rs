@@ -329,10 +329,11 @@ pub fn max_edits(long: usize, cfg: &VerifyConfig) -> usize {
 /// by the exact rule alone (identical normalized texts), whatever the other text: too few tokens
 /// for the SimHash rule (it needs both texts to have `simhash_min_tokens`), too short to be the
 /// shorter text of a containment, and too short for the edit rule. The edit rule needs the longer
-/// text to have `edit_min_chars` characters `n` and the two lengths to differ by at most
-/// `max_edits(n)`; `n - max_edits(n)` never decreases as `n` grows (the rule allows at most one
-/// more edit per character), so no longer text is within reach of `chars` when `edit_min_chars`
-/// is not. The read-ahead check compares such a post by its text hash only.
+/// text to have `n >= edit_min_chars` characters and the two lengths to differ by at most
+/// `max_edits(n)`; `n - max_edits(n)` never decreases as `n` grows (with `edit_similarity` in
+/// 0..=1 the rule allows at most one more edit per character; outside it `max_edits(n) >= n` or
+/// 0), so a text shorter than `edit_min_chars - max_edits(edit_min_chars)` is within no longer
+/// text's reach. The read-ahead check compares such a post by its text hash only.
 pub fn exact_only(chars: usize, tokens: usize, cfg: &VerifyConfig) -> bool {
     let (below_chars, below_tokens) = exact_only_below(cfg);
     chars < below_chars && tokens < below_tokens

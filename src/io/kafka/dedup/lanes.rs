@@ -156,7 +156,7 @@ impl Worker<'_> {
         };
         let v = self.k.visibility();
         // A post only an identical text can match is compared with copies of its text alone,
-        // and no other post with it (`lookahead::exact_only`).
+        // and no other post with it (`Lookahead::exact_only`).
         let la = &self.lookahead;
         let exact = la.exact_only(post.chars.len(), post.tokens.len());
         let text_hash = Some(post.text_hash as u32);
