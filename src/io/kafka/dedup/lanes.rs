@@ -159,7 +159,6 @@ impl Worker<'_> {
         // and no other post with it (`Lookahead::exact_only`).
         let la = &self.lookahead;
         let exact = la.exact_only(post.chars.len(), post.tokens.len());
-        let text_hash = Some(post.text_hash as u32);
         let mut watermark = self.engine.watermarks().get(&q).copied();
         let mut arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
         for (i, s) in o.buf.iter().enumerate() {
@@ -180,19 +179,11 @@ impl Worker<'_> {
             if k.arrival != 0 {
                 arrival = k.arrival;
             }
-            if let Some(g) = s.gates.as_ref().filter(|g| {
-                if exact {
-                    g.text_hash == text_hash
-                } else {
-                    !la.exact_only(g.chars, g.tokens)
-                }
-            }) {
-                if self
-                    .lookahead
-                    .may_match(post, bits, g, || r.analyzed.sketch())
-                {
-                    return Check::MayMatch;
-                }
+            let Some(g) = &s.gates else { continue };
+            if la.same_class(exact, post.text_hash as u32, g)
+                && la.may_match(post, bits, g, || r.analyzed.sketch())
+            {
+                return Check::MayMatch;
             }
         }
         let next_offset = o.buf.back().map_or(o.next_offset, |s| s.offset + 1);

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::engine::{next_order_key, Analyzed, Position};
 use crate::index::{OrderKey, Visibility};
-use crate::types::Fingerprint;
 use crate::verify::{self, Bits, Gates, Sketch, VerifyConfig, VerifyMode};
 
 use super::gate::{frontier, Bound};
@@ -34,7 +33,6 @@ struct Pending {
     chars: Vec<char>,
     tokens: Vec<u32>,
     text_hash: u64,
-    fingerprint: Fingerprint,
 }
 
 impl Pending {
@@ -45,7 +43,6 @@ impl Pending {
             chars: std::mem::take(&mut a.chars),
             tokens: std::mem::take(&mut a.token_set),
             text_hash: a.text_hash,
-            fingerprint: a.fingerprint(),
         }
     }
 
@@ -53,7 +50,7 @@ impl Pending {
         Sketch {
             chars: &self.chars,
             text_hash: self.text_hash,
-            fingerprint: self.fingerprint,
+            fingerprint: self.gates.fingerprint,
             tokens: &self.tokens,
         }
     }
@@ -336,6 +333,18 @@ impl Lookahead {
     /// text (as `verify` is configured here).
     pub(crate) fn exact_only(&self, chars: usize, tokens: usize) -> bool {
         is_below(self.exact_below, chars, tokens)
+    }
+
+    /// Whether a post (`exact`: whether it can match only an identical text; `text_hash`: the
+    /// low 32 bits of its text hash) and a post with gates `g` are of one class, which any
+    /// match needs: copies of one text if only an identical text can match it, else two posts
+    /// that other texts can match.
+    pub(crate) fn same_class(&self, exact: bool, text_hash: u32, g: &Gates) -> bool {
+        if exact {
+            g.text_hash == Some(text_hash)
+        } else {
+            !self.exact_only(g.chars, g.tokens)
+        }
     }
 
     /// Whether `post` (whose `Bits` are `bits`) may match another post (whose gates are

@@ -326,6 +326,13 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
     assert!(la.parts[&1].by_hash.is_empty());
     la.decided(1, Bound::Idle);
     assert_eq!(la.pending(1), 0);
+    // The same classes, pair by pair, for a worker's own buffered posts.
+    let gates = |t: &str| gates_of(&routed(&tok, "g", None, 1, t).analyzed).unwrap();
+    let hash = |t: &str| gates(t).text_hash.unwrap();
+    assert!(la.same_class(true, hash("好消息"), &gates("好消息")));
+    assert!(!la.same_class(true, hash("好消息"), &gates("坏消息")));
+    assert!(la.same_class(false, hash(A), &gates(B)));
+    assert!(!la.same_class(false, hash(A), &gates("好消息")));
 }
 
 #[test]
