@@ -18,7 +18,9 @@ use crate::verify::{Match, VerifyConfig};
 use crate::window::{Horizon, Window, WindowConfig, WindowError};
 
 mod analyze;
+mod lane;
 pub use analyze::{Analyzed, Analyzer};
+pub use lane::{next_order_key, Lane, Plan};
 
 /// What happens to a post whose text normalizes to nothing (a bare repost chain, emoticons only).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -129,29 +131,6 @@ impl Position {
             seq,
             arrival: None,
         }
-    }
-}
-
-/// The order key of the next post of a partition whose watermark is `watermark` (none before
-/// its first post) and whose largest live arrival is `seen` (0 for none): `Engine::order_key`,
-/// for code that follows a partition without deciding it (`io::kafka::lookahead`). After the
-/// post the partition's watermark is the key's `tau`, and its arrival the key's `arrival` when
-/// not 0.
-pub fn next_order_key(
-    watermark: Option<i64>,
-    seen: i64,
-    at: Position,
-    time: Option<EventTime>,
-    v: &Visibility,
-) -> OrderKey {
-    let t = time.map(|t| t.0).or(watermark).unwrap_or(0);
-    let tau = watermark.map_or(t, |w| w.max(t));
-    let own = at.arrival.filter(|a| v.is_live(tau, *a)).unwrap_or(0);
-    OrderKey {
-        tau,
-        arrival: own.max(seen),
-        partition: at.partition,
-        seq: at.seq,
     }
 }
 
@@ -384,6 +363,21 @@ impl Engine {
         )
     }
 
+    /// The state partition `partition` has reached: what its next post is planned from.
+    pub fn lane(&self, partition: u32) -> Lane {
+        Lane {
+            watermark: self.watermarks.get(&partition).copied(),
+            arrival: self.arrivals.get(&partition).copied().unwrap_or(0),
+            horizon: self.horizons.get(&partition).copied(),
+        }
+    }
+
+    /// The plan of a post at `at` with event time `time`, next after a partition in state
+    /// `lane` (`engine::lane`).
+    pub fn plan(&self, lane: &Lane, at: Position, time: Option<EventTime>) -> Plan {
+        lane::plan(lane, at, time, &self.window, &self.visibility)
+    }
+
     /// Decides one post at `at`. The post is compared with the entries ordered before it that
     /// lie in its window; if unique (and not too late for the window) it becomes an entry.
     pub fn decide(
@@ -393,20 +387,33 @@ impl Engine {
         time: Option<EventTime>,
         a: &Analyzed,
     ) -> Verdict {
-        let key = self.order_key(at, time);
-        self.watermarks.insert(at.partition, key.tau);
-        if key.arrival != 0 {
-            self.arrivals.insert(at.partition, key.arrival);
+        let plan = self.plan(&self.lane(at.partition), at, time);
+        self.commit(at.partition, &plan.after);
+        self.decide_at(&plan, id, time, a)
+    }
+
+    /// Moves partition `partition` to state `lane`.
+    fn commit(&mut self, partition: u32, lane: &Lane) {
+        if let Some(w) = lane.watermark {
+            self.watermarks.insert(partition, w);
         }
-        let horizon = self.horizons.get(&at.partition).copied();
-        let mut h = horizon;
-        if let Some(t) = time.map(|t| t.0).or(horizon.is_none().then_some(key.tau)) {
-            self.window.advance(&mut h, t);
+        if lane.arrival != 0 {
+            self.arrivals.insert(partition, lane.arrival);
         }
-        if let Some(h) = h {
-            self.horizons.insert(at.partition, h);
+        if let Some(h) = lane.horizon {
+            self.horizons.insert(partition, h);
         }
-        let mark = h.map_or(key.tau, |h| h.mark);
+    }
+
+    /// Decides a post as planned (`plan`), its partition's state moved past it.
+    fn decide_at(
+        &mut self,
+        plan: &Plan,
+        id: &PostId,
+        time: Option<EventTime>,
+        a: &Analyzed,
+    ) -> Verdict {
+        let (key, mark) = (plan.key, plan.mark);
         let t = time.map_or(mark, |t| t.0);
         // The post is compared with a window ending at its own time when it lies ahead of the
         // watermark (an unconfirmed jump); expiry and lateness go by the watermark.

@@ -317,3 +317,55 @@ fn a_copy_made_by_a_later_post_does_not_change_what_earlier_posts_copy_or_a_reru
     let after = |e: &mut Engine| e.decide(at(3, 2), &id("q"), Some(EventTime(113)), &p18);
     assert_eq!(after(&mut ahead), after(&mut in_order));
 }
+
+#[test]
+fn plans_made_ahead_give_the_keys_and_states_deciding_in_order_gives() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let mut c = cfg();
+    // The outlier guard keeps state between posts: a jump waits for the next timed post.
+    c.window.max_watermark_step_secs = 50;
+    c.visibility = Visibility {
+        tick_secs: 0,
+        slack_ms: 250,
+        live_lag_secs: 60,
+    };
+    let mut e = Engine::new(&c).unwrap();
+    let now = 1_700_000_000_i64;
+    // (event time, arrival): late, early, none, outliers confirmed and not, live and backlog.
+    let posts = [
+        (Some(now), Some(now * 1000 + 5)),
+        (Some(now - 50), Some(now * 1000 + 9)),
+        (None, None),
+        (Some(now + 400), Some(now * 1000 + 20)),
+        (Some(now + 3), Some(now * 1000 + 2_500)),
+        (Some(now + 410), None),
+        (Some(now + 420), Some((now + 420) * 1000)),
+        (None, Some(1)),
+    ];
+    let mut lane = e.lane(7);
+    let plans: Vec<Plan> = posts
+        .iter()
+        .enumerate()
+        .map(|(i, (t, arrival))| {
+            let at = Position {
+                partition: 7,
+                seq: i as u64,
+                arrival: *arrival,
+            };
+            let plan = e.plan(&lane, at, t.map(EventTime));
+            lane = plan.after;
+            plan
+        })
+        .collect();
+    for (i, ((t, arrival), plan)) in posts.iter().zip(&plans).enumerate() {
+        let at = Position {
+            partition: 7,
+            seq: i as u64,
+            arrival: *arrival,
+        };
+        assert_eq!(e.order_key(at, t.map(EventTime)), plan.key, "post {i}");
+        e.decide(at, &id(&i.to_string()), t.map(EventTime), &post(&tok, TEXT));
+        assert_eq!(e.lane(7), plan.after, "post {i}");
+    }
+    assert_eq!(e.window_marks()[&7], plans[7].mark);
+}

@@ -12,10 +12,8 @@ use std::time::{Duration, Instant};
 use super::super::gate;
 use super::super::gate::frontier;
 use super::super::lookahead::{Check, MAX_SCAN};
-use super::super::wire::routed_seq;
 use super::super::KafkaError;
 use super::{Clients, Worker, SETTLE_EVERY_DECISIONS};
-use crate::engine::{next_order_key, Position};
 use crate::index::OrderKey;
 use crate::metrics;
 use crate::verify::{Bits, Sketch};
@@ -148,8 +146,8 @@ impl Worker<'_> {
         }
     }
 
-    /// `Lookahead::check` for lane `q` of this worker: its buffered posts, keyed as they will
-    /// be decided (at most `MAX_SCAN` of them), then what is not buffered yet.
+    /// `Lookahead::check` for lane `q` of this worker: its buffered posts, keyed as planned
+    /// (`Owned::plan`; at most `MAX_SCAN` of them), then what is not buffered yet.
     fn own_check(&self, q: u32, key: &OrderKey, post: &Sketch<'_>, bits: &Bits) -> Check {
         let Some(o) = self.owned.get(&q).filter(|o| o.started) else {
             return Check::NotFollowed;
@@ -159,35 +157,37 @@ impl Worker<'_> {
         // and no other post with it (`Lookahead::exact_only`).
         let la = &self.lookahead;
         let exact = la.exact_only(post.chars.len(), post.tokens.len());
-        let mut watermark = self.engine.watermarks().get(&q).copied();
-        let mut arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
-        for (i, s) in o.buf.iter().enumerate() {
+        // Without a copy of its text buffered, only what is not buffered yet can hold it back.
+        let scan = !exact || o.copies.contains_key(&(post.text_hash as u32));
+        for (i, s) in o.buf.iter().enumerate().take_while(|_| scan) {
             if i == MAX_SCAN {
                 return Check::Far;
             }
-            let Ok(r) = &s.post else { continue };
-            let at = Position {
-                partition: q,
-                seq: routed_seq(s.offset, s.index),
-                arrival: r.input_ms,
+            let Some(plan) = o.plan(i, &self.engine, q) else {
+                break;
             };
-            let k = next_order_key(watermark, arrival, at, r.created_at, &v);
-            if !key.sees(&k, &v) {
+            if !key.sees(&plan.key, &v) {
                 return Check::Clear;
             }
-            watermark = Some(k.tau);
-            if k.arrival != 0 {
-                arrival = k.arrival;
-            }
-            let Some(g) = &s.gates else { continue };
+            let (Ok(r), Some(g)) = (&s.post, &s.gates) else {
+                continue;
+            };
             if la.same_class(exact, post.text_hash as u32, g)
                 && la.may_match(post, bits, g, || r.analyzed.sketch())
             {
                 return Check::MayMatch;
             }
         }
+        let lane = match o.buf.len() {
+            0 => self.engine.lane(q),
+            n => match o.plan(n - 1, &self.engine, q) {
+                Some(plan) => plan.after,
+                None => return Check::Unread,
+            },
+        };
         let next_offset = o.buf.back().map_or(o.next_offset, |s| s.offset + 1);
-        if key.sees(&frontier(q, next_offset, watermark, arrival), &v) {
+        let frontier = frontier(q, next_offset, lane.watermark, lane.arrival);
+        if key.sees(&frontier, &v) {
             Check::Unread
         } else {
             Check::Clear

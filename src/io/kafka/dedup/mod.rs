@@ -302,19 +302,10 @@ impl<'a> Worker<'a> {
         tracing::info!(?head, buffered, sync_pending = self.sync_nonce.is_some(), bounds = %bounds.join(" "), "waiting");
     }
 
-    /// The order key the head record of `p` will get (mirrors `Engine::decide`).
+    /// The order key the head record of `p` will get (its plan, `Owned::plan`).
     pub(super) fn head_key(&self, p: u32) -> Option<OrderKey> {
         let o = self.owned.get(&p).filter(|o| o.started)?;
-        let s = o.buf.front()?;
-        let post = s.post.as_ref().ok();
-        Some(self.engine.order_key(
-            Position {
-                partition: p,
-                seq: routed_seq(s.offset, s.index),
-                arrival: post.and_then(|r| r.input_ms),
-            },
-            post.and_then(|r| r.created_at),
-        ))
+        o.plan(0, &self.engine, p).map(|plan| plan.key)
     }
 
     /// Notes the state of this process's route stage, if it has one.
@@ -403,7 +394,7 @@ impl<'a> Worker<'a> {
         let Some(o) = self.owned.get_mut(&p) else {
             return Ok(());
         };
-        let Some(slot) = o.buf.pop_front() else {
+        let Some(slot) = o.pop_front() else {
             return Ok(());
         };
         if let Some(since) = std::mem::take(&mut o.head).waiting_since {

@@ -2,8 +2,8 @@
 //! into per-partition buffers, and starting a partition at the watermark its previous owner
 //! left (from the changelog's progress markers).
 
-use std::cell::RefCell;
-use std::collections::{BTreeMap, VecDeque};
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
@@ -14,9 +14,10 @@ use rdkafka::Message;
 use super::super::client::{self, RebalanceEvent};
 use super::super::gate::{Bound, Last};
 use super::super::lookahead::gates_of;
-use super::super::wire::{decode_routed_record, RoutedPost, Words};
+use super::super::wire::{decode_routed_record, routed_seq, RoutedPost, Words};
 use super::super::KafkaError;
 use super::{Clients, Worker, IDLE_WAIT};
+use crate::engine::{Engine, Plan, Position};
 use crate::index::OrderKey;
 use crate::metrics;
 use crate::verify::Gates;
@@ -36,6 +37,24 @@ pub(super) struct Slot {
     pub(super) post: Result<RoutedPost, String>,
     /// Verification's gates of the post (`lookahead::gates_of`).
     pub(super) gates: Option<Gates>,
+    /// Its place in the partition's order, once planned (`Owned::plan`).
+    pub(super) plan: Cell<Option<Plan>>,
+    /// Only an identical text can match it (`Lookahead::exact_only`).
+    pub(super) exact: bool,
+}
+
+impl Slot {
+    fn new(offset: u64, index: u32, count: u32, post: Result<RoutedPost, String>) -> Slot {
+        Slot {
+            offset,
+            index,
+            count,
+            gates: post.as_ref().ok().and_then(|p| gates_of(&p.analyzed)),
+            post,
+            plan: Cell::new(None),
+            exact: false,
+        }
+    }
 }
 
 /// A partition this worker owns.
@@ -65,6 +84,12 @@ pub(super) struct Owned {
     pub(super) sent_at: Instant,
     pub(super) acked_markers: VecDeque<u64>,
     pub(super) stored: Option<u64>,
+    /// How many buffered posts from the front are planned (`Owned::plan`).
+    planned: Cell<usize>,
+    /// The buffered posts that only an identical text can match, counted by the low 32 bits of
+    /// their text hash: a post of that class is compared with the buffer only when it holds a
+    /// copy of its text (`lanes`).
+    pub(super) copies: HashMap<u32, u32>,
     /// What is known of the head post while it waits (reset when it is decided).
     pub(super) head: Head,
 }
@@ -95,8 +120,78 @@ impl Owned {
             sent_at: Instant::now(),
             acked_markers: VecDeque::new(),
             stored: None,
+            planned: Cell::new(0),
+            copies: HashMap::new(),
             head: Head::default(),
         }
+    }
+
+    /// The plan of buffered post `i` of partition `p` (`Engine::plan`), planning the posts
+    /// before it first, from the partition's state in `engine`. Plans are kept: the state moves
+    /// only as planned, as the posts are decided in order (`Engine::decide`). A malformed
+    /// record moves nothing: it is rejected without being decided.
+    pub(super) fn plan(&self, i: usize, engine: &Engine, p: u32) -> Option<Plan> {
+        let slot = self.buf.get(i)?;
+        if let Some(plan) = slot.plan.get() {
+            return Some(plan);
+        }
+        let mut n = self.planned.get();
+        let mut lane = match n {
+            0 => engine.lane(p),
+            _ => self.buf[n - 1].plan.get()?.after,
+        };
+        while n <= i {
+            let s = &self.buf[n];
+            let post = s.post.as_ref().ok();
+            let at = Position {
+                partition: p,
+                seq: routed_seq(s.offset, s.index),
+                arrival: post.and_then(|r| r.input_ms),
+            };
+            let mut plan = engine.plan(&lane, at, post.and_then(|r| r.created_at));
+            if post.is_none() {
+                plan.after = lane;
+            }
+            s.plan.set(Some(plan));
+            lane = plan.after;
+            n += 1;
+        }
+        self.planned.set(n);
+        slot.plan.get()
+    }
+
+    /// Buffers a post (`exact`: only an identical text can match it).
+    fn push(&mut self, mut slot: Slot, exact: bool) {
+        slot.exact = exact;
+        if let Some(hash) = slot
+            .gates
+            .as_ref()
+            .and_then(|g| g.text_hash)
+            .filter(|_| exact)
+        {
+            *self.copies.entry(hash).or_default() += 1;
+        }
+        self.buf.push_back(slot);
+    }
+
+    /// Takes the front post off the buffer.
+    pub(super) fn pop_front(&mut self) -> Option<Slot> {
+        let slot = self.buf.pop_front()?;
+        self.planned.set(self.planned.get().saturating_sub(1));
+        if let Some(hash) = slot
+            .gates
+            .as_ref()
+            .and_then(|g| g.text_hash)
+            .filter(|_| slot.exact)
+        {
+            if let Some(n) = self.copies.get_mut(&hash) {
+                *n -= 1;
+                if *n == 0 {
+                    self.copies.remove(&hash);
+                }
+            }
+        }
+        Some(slot)
     }
 }
 
@@ -161,6 +256,12 @@ impl Worker<'_> {
             let Some(owned) = self.owned.get_mut(&p) else {
                 continue;
             };
+            let la = &self.lookahead;
+            let exact = |s: &Slot| {
+                s.gates
+                    .as_ref()
+                    .is_some_and(|g| la.exact_only(g.chars, g.tokens))
+            };
             any = true;
             let now = Instant::now();
             let was_quiet = owned.buf.is_empty()
@@ -177,22 +278,12 @@ impl Worker<'_> {
                         if let Some(ms) = post.input_ms {
                             metrics::global().observe_received(true, ms, now);
                         }
-                        owned.buf.push_back(Slot {
-                            offset,
-                            index: index as u32,
-                            count,
-                            gates: gates_of(&post.analyzed),
-                            post: Ok(post),
-                        });
+                        let slot = Slot::new(offset, index as u32, count, Ok(post));
+                        let exact = exact(&slot);
+                        owned.push(slot, exact);
                     }
                 }
-                Err(e) => owned.buf.push_back(Slot {
-                    offset,
-                    index: 0,
-                    count: 1,
-                    post: Err(e.to_string()),
-                    gates: None,
-                }),
+                Err(e) => owned.push(Slot::new(offset, 0, 1, Err(e.to_string())), false),
             }
             if owned.buf.len() > MAX_BUFFERED_POSTS {
                 break;
@@ -282,5 +373,84 @@ impl Worker<'_> {
             .filter_map(|(p, _)| self.head_key(*p).map(|k| k.tau))
             .min();
         self.engine.hold_window_of(oldest);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::{Analyzed, Analyzer, EmptyPolicy, EngineConfig};
+    use crate::text::tokenize::{Tokenizer, Weighting};
+    use crate::types::{EventTime, PostId};
+
+    fn routed(tok: &Tokenizer, id: &str, time: Option<i64>, text: &str) -> RoutedPost {
+        let mut analyzed = Analyzed::default();
+        Analyzer::new(tok).analyze(text, &mut analyzed);
+        RoutedPost {
+            id: PostId(id.into()),
+            created_at: time.map(EventTime),
+            analyzed,
+            raw: Vec::new(),
+            input_ms: Some(1_700_000_000_000 + id.len() as i64),
+        }
+    }
+
+    // Keys planned ahead, through a malformed record (rejected, moving nothing), are the ones
+    // the engine decides with as the front posts are taken off one by one; the count of short
+    // texts by hash follows what is buffered.
+    #[test]
+    fn plans_made_ahead_are_the_keys_posts_are_decided_with() {
+        let tok = Tokenizer::new(Weighting::Tf, "");
+        let cfg = EngineConfig {
+            index: crate::index::IndexConfig::default(),
+            verify: crate::verify::VerifyConfig::default(),
+            window: crate::window::WindowConfig::default(),
+            empty_posts: EmptyPolicy::Pass,
+            visibility: Default::default(),
+        };
+        let mut engine = Engine::new(&cfg).unwrap();
+        let mut o = Owned::new(None);
+        o.started = true;
+        let now = 1_700_000_000;
+        let posts = [
+            (Some(now), "地铁停运了"),
+            (
+                Some(now - 30),
+                "今天早上地铁二号线又停运了上班的朋友们记得绕行",
+            ),
+            (None, "地铁停运了"),
+            (Some(now + 20), "周末去西湖看荷花"),
+        ];
+        for (i, (t, text)) in posts.iter().enumerate() {
+            let offset = if i < 2 { i as u64 } else { i as u64 + 1 };
+            if i == 2 {
+                o.push(Slot::new(2, 0, 1, Err("malformed".into())), false);
+            }
+            let slot = Slot::new(offset, 0, 1, Ok(routed(&tok, &i.to_string(), *t, text)));
+            let exact = slot.gates.as_ref().is_some_and(|g| g.chars < 11);
+            o.push(slot, exact);
+        }
+        let copies = |o: &Owned| o.copies.values().sum::<u32>();
+        assert_eq!((o.copies.len(), copies(&o)), (2, 3));
+        let planned: Vec<Plan> = (0..o.buf.len())
+            .rev()
+            .map(|i| o.plan(i, &engine, 5).unwrap())
+            .collect();
+        for plan in planned.iter().rev() {
+            let s = o.pop_front().unwrap();
+            let Ok(post) = s.post else {
+                assert_eq!(plan.after, engine.lane(5));
+                continue;
+            };
+            let at = Position {
+                partition: 5,
+                seq: routed_seq(s.offset, s.index),
+                arrival: post.input_ms,
+            };
+            assert_eq!(engine.order_key(at, post.created_at), plan.key);
+            engine.decide(at, &post.id, post.created_at, &post.analyzed);
+            assert_eq!(engine.lane(5), plan.after);
+        }
+        assert_eq!((o.copies.len(), copies(&o), o.planned.get()), (0, 0, 0));
     }
 }
