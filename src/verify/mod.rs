@@ -320,9 +320,12 @@ pub fn token_bits(tokens: &[u32]) -> u64 {
     })
 }
 
-/// Most edits the edit rule allows between two texts whose longer one has `long` characters.
+/// Most edits the edit rule allows between two texts whose longer one has `long` characters:
+/// the floor of `(1 - edit_similarity) * long`, taken by the conversion, which truncates
+/// (`floor` is a library call on targets without SSE4.1, and this runs once per pair compared;
+/// a negative product gives 0 either way).
 pub fn max_edits(long: usize, cfg: &VerifyConfig) -> usize {
-    ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4).floor() as usize
+    ((1.0 - cfg.edit_similarity) * long as f32 + 1e-4) as usize
 }
 
 /// Whether a text of `chars` characters and `tokens` distinct tokens can be accepted with another

@@ -15,7 +15,7 @@ use crate::index::{OrderKey, Query, Sources};
 use crate::text::normalize::Removed;
 use crate::text::tokenize::Tokenizer;
 use crate::types::{Fingerprint, PostId};
-use crate::verify::{effective_len, jaccard, levenshtein, VerifyConfig};
+use crate::verify::{effective_len, jaccard, levenshtein, max_edits, VerifyConfig};
 
 /// `--help` epilogue.
 pub const HELP: &str = "Examples:
@@ -266,7 +266,7 @@ fn rule_checks(a: &Analyzed, b: &Analyzed, v: &VerifyConfig) -> Vec<RuleCheck> {
     } else {
         1.0 - lev as f32 / long.len() as f32
     };
-    let max_edits = ((1.0 - v.edit_similarity) * long.len() as f32 + 1e-4).floor() as usize;
+    let max_edits = max_edits(long.len(), v);
     let edit = !short.is_empty() && long.len() >= v.edit_min_chars && lev <= max_edits;
     // `+ 0.0` turns a negative zero (no characters) into 0, which prints as "0.0", not "-0.0".
     let eff = effective_len(short, v) + 0.0;
