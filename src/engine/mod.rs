@@ -300,15 +300,23 @@ impl Engine {
     /// its generation expired or it is already there. Returns whether it was added. Watermarks
     /// are not touched: they belong to the partitions this engine decides.
     pub fn apply(&mut self, gen: i64, entry: Entry) -> bool {
-        if let Some(m) = self.min_live_generation().filter(|m| gen < *m) {
-            self.dropped_below = self.dropped_below.max(Some(m));
-            return false;
-        }
-        if self.index.contains(gen, &entry.key, entry.text_hash) {
+        if !self.admits(gen, &entry.key, entry.text_hash) {
             return false;
         }
         self.index.insert(gen, entry, &mut self.scratch);
         true
+    }
+
+    /// Whether `apply` would add an entry of generation `gen` with key `key` and text hash
+    /// `text_hash`: its generation is live (one that is not is noted as dropped, as `apply`
+    /// does) and the index does not hold it yet. A worker reading its own entries back from the
+    /// changelog decodes none of them whole.
+    pub fn admits(&mut self, gen: i64, key: &OrderKey, text_hash: u64) -> bool {
+        if let Some(m) = self.min_live_generation().filter(|m| gen < *m) {
+            self.dropped_below = self.dropped_below.max(Some(m));
+            return false;
+        }
+        !self.index.contains(gen, key, text_hash)
     }
 
     /// Whether posts at watermark `tau` would need generations this engine has dropped: a

@@ -237,6 +237,11 @@ impl<'a> EntryView<'a> {
         le_u32s(self.tokens)
     }
 
+    /// xxh3 of the normalized text (`Entry::text_hash`).
+    pub fn text_hash(&self) -> u64 {
+        xxhash_rust::xxh3::xxh3_64(self.text.as_bytes())
+    }
+
     /// The owned entry.
     pub fn to_entry(&self) -> Entry {
         Entry {
@@ -245,7 +250,7 @@ impl<'a> EntryView<'a> {
             time: self.time,
             fingerprint: self.fingerprint,
             chars: self.text.chars().collect(),
-            text_hash: xxhash_rust::xxh3::xxh3_64(self.text.as_bytes()),
+            text_hash: self.text_hash(),
             tokens: self.tokens().collect(),
         }
     }

@@ -12,7 +12,9 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use super::super::client::{self, Tag};
 use super::super::gate::Bound;
 use super::super::outbox::{send, Out};
-use super::super::wire::{decode_changelog, encode_changelog, ChangelogRecord, Marker};
+use super::super::wire::{
+    decode_changelog, encode_changelog, ChangelogRead, ChangelogRecord, Marker,
+};
 use super::super::KafkaError;
 use super::{Clients, Worker};
 use crate::index::OrderKey;
@@ -62,29 +64,36 @@ impl Worker<'_> {
                 }
             };
             match decode_changelog(m.payload().unwrap_or_default()) {
-                Ok(ChangelogRecord::Entries(entries)) => {
-                    for (gen, entry) in entries {
+                Ok(ChangelogRead::Entries(entries)) => {
+                    for (gen, view) in entries {
                         self.stats.applied += 1;
+                        // An entry the index holds already (this worker's own, echoed) is not
+                        // decoded whole.
+                        let admitted = self.engine.admits(gen, &view.key, view.text_hash());
                         match self.local.as_mut() {
                             Some(l) => {
                                 // This worker's own entry, back from the changelog, is recorded
                                 // now; another's when the index gains it.
-                                if l.confirm(gen, &entry.key) {
-                                    self.engine.apply(gen, entry);
-                                } else {
+                                if l.confirm(gen, &view.key) {
+                                    if admitted {
+                                        self.engine.apply(gen, view.to_entry());
+                                    }
+                                } else if admitted {
+                                    let entry = view.to_entry();
                                     let kept = entry.clone();
                                     if self.engine.apply(gen, entry) {
                                         l.record(gen, kept);
                                     }
                                 }
                             }
-                            None => {
-                                self.engine.apply(gen, entry);
+                            None if admitted => {
+                                self.engine.apply(gen, view.to_entry());
                             }
+                            None => {}
                         }
                     }
                 }
-                Ok(ChangelogRecord::Marker(mk)) => self.note_marker(mk),
+                Ok(ChangelogRead::Marker(mk)) => self.note_marker(mk),
                 Err(e) => {
                     tracing::warn!(error = %e, offset = m.offset(), "skipping malformed changelog record")
                 }
