@@ -379,21 +379,9 @@ impl Worker<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::{Analyzed, Analyzer, EmptyPolicy, EngineConfig};
+    use crate::engine::{EmptyPolicy, EngineConfig};
+    use crate::io::kafka::lookahead::tests::routed;
     use crate::text::tokenize::{Tokenizer, Weighting};
-    use crate::types::{EventTime, PostId};
-
-    fn routed(tok: &Tokenizer, id: &str, time: Option<i64>, text: &str) -> RoutedPost {
-        let mut analyzed = Analyzed::default();
-        Analyzer::new(tok).analyze(text, &mut analyzed);
-        RoutedPost {
-            id: PostId(id.into()),
-            created_at: time.map(EventTime),
-            analyzed,
-            raw: Vec::new(),
-            input_ms: Some(1_700_000_000_000 + id.len() as i64),
-        }
-    }
 
     // Keys planned ahead, through a malformed record (rejected, moving nothing), are the ones
     // the engine decides with as the front posts are taken off one by one; the count of short
@@ -426,7 +414,9 @@ mod tests {
             if i == 2 {
                 o.push(Slot::new(2, 0, 1, Err("malformed".into())), false);
             }
-            let slot = Slot::new(offset, 0, 1, Ok(routed(&tok, &i.to_string(), *t, text)));
+            let input_ms = 1_700_000_000_000 + i as i64;
+            let post = routed(&tok, &i.to_string(), *t, input_ms, text);
+            let slot = Slot::new(offset, 0, 1, Ok(post));
             let exact = slot.gates.as_ref().is_some_and(|g| g.chars < 11);
             o.push(slot, exact);
         }

@@ -366,4 +366,4 @@ impl Lookahead {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

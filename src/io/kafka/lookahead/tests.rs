@@ -9,7 +9,14 @@ const LIVE: Visibility = Visibility {
     live_lag_secs: 60,
 };
 
-fn routed(tok: &Tokenizer, id: &str, time: Option<i64>, input_ms: i64, text: &str) -> RoutedPost {
+/// A routed post of `text`, as the route stage sends it.
+pub(crate) fn routed(
+    tok: &Tokenizer,
+    id: &str,
+    time: Option<i64>,
+    input_ms: i64,
+    text: &str,
+) -> RoutedPost {
     let mut analyzed = Analyzed::default();
     Analyzer::new(tok).analyze(text, &mut analyzed);
     RoutedPost {
