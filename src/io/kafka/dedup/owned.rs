@@ -55,6 +55,14 @@ impl Slot {
             exact: false,
         }
     }
+
+    /// The key it is counted by in `Owned::copies`, if it is counted there.
+    fn copy_hash(&self) -> Option<u32> {
+        self.gates
+            .as_ref()
+            .and_then(|g| g.text_hash)
+            .filter(|_| self.exact)
+    }
 }
 
 /// A partition this worker owns.
@@ -163,12 +171,7 @@ impl Owned {
     /// Buffers a post (`exact`: only an identical text can match it).
     fn push(&mut self, mut slot: Slot, exact: bool) {
         slot.exact = exact;
-        if let Some(hash) = slot
-            .gates
-            .as_ref()
-            .and_then(|g| g.text_hash)
-            .filter(|_| exact)
-        {
+        if let Some(hash) = slot.copy_hash() {
             *self.copies.entry(hash).or_default() += 1;
         }
         self.buf.push_back(slot);
@@ -178,12 +181,7 @@ impl Owned {
     pub(super) fn pop_front(&mut self) -> Option<Slot> {
         let slot = self.buf.pop_front()?;
         self.planned.set(self.planned.get().saturating_sub(1));
-        if let Some(hash) = slot
-            .gates
-            .as_ref()
-            .and_then(|g| g.text_hash)
-            .filter(|_| slot.exact)
-        {
+        if let Some(hash) = slot.copy_hash() {
             if let Some(n) = self.copies.get_mut(&hash) {
                 *n -= 1;
                 if *n == 0 {
