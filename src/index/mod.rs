@@ -6,6 +6,7 @@
 //! table, `columns`, so that a query looks each gram up once for all of them). Every candidate
 //! goes through `verify`.
 
+mod arrays;
 mod build;
 mod candidates;
 pub mod cold;

@@ -304,7 +304,7 @@ impl<K: Copy + Eq + Hash + Into<u64> + From<u64>> Postings<K> {
     }
 
     /// Writes the sealed run (`index::snapshot`); the head must be empty (`is_sealed`).
-    pub(super) fn write_to(&self, out: &mut super::snapshot::Out<'_>) -> std::io::Result<()> {
+    pub(super) fn write_to(&self, out: &mut super::arrays::Out<'_>) -> std::io::Result<()> {
         debug_assert!(self.is_sealed());
         let keys: Vec<[u64; 2]> = self
             .run_keys
@@ -317,11 +317,8 @@ impl<K: Copy + Eq + Hash + Into<u64> + From<u64>> Postings<K> {
 
     /// The postings `write_to` wrote, each slot below `slots`; any list that does not decode
     /// within the run, or slots out of order or range, is an `InvalidData` error.
-    pub(super) fn read_from(
-        r: &mut super::snapshot::In<'_>,
-        slots: usize,
-    ) -> std::io::Result<Self> {
-        let bad = || super::snapshot::invalid("its late postings are malformed");
+    pub(super) fn read_from(r: &mut super::arrays::In<'_>, slots: usize) -> std::io::Result<Self> {
+        let bad = || super::arrays::invalid("its late postings are malformed");
         let keys: Vec<[u64; 2]> = r.vec()?;
         let run: Vec<u8> = r.vec()?;
         let mut p = Postings::<K> {

@@ -69,7 +69,7 @@ impl SealedTable {
     }
 
     /// Writes the table (`snapshot`).
-    pub(super) fn write_to(&self, out: &mut super::snapshot::Out<'_>) -> std::io::Result<()> {
+    pub(super) fn write_to(&self, out: &mut super::arrays::Out<'_>) -> std::io::Result<()> {
         out.u64(u64::from(self.dir_bits))?;
         out.u64(u64::from(self.key_frag_bits))?;
         out.slice(&self.starts)?;
@@ -78,7 +78,7 @@ impl SealedTable {
     }
 
     /// The table `write_to` wrote (`fits` tells whether it can serve a generation).
-    pub(super) fn read_from(r: &mut super::snapshot::In<'_>) -> std::io::Result<SealedTable> {
+    pub(super) fn read_from(r: &mut super::arrays::In<'_>) -> std::io::Result<SealedTable> {
         let (dir_bits, key_frag_bits) = (r.u32()?, r.u32()?);
         Ok(SealedTable {
             dir_bits,

@@ -95,22 +95,20 @@ impl SlotTable {
     }
 
     /// Writes the table (`snapshot`).
-    pub(super) fn write_to(&self, out: &mut super::snapshot::Out<'_>) -> std::io::Result<()> {
+    pub(super) fn write_to(&self, out: &mut super::arrays::Out<'_>) -> std::io::Result<()> {
         out.u64(self.len as u64)?;
         out.slice(&self.buckets)
     }
 
     /// The table `write_to` wrote: refused unless it is a table `insert` could have made, with
     /// as many slots as its buckets hold.
-    pub(super) fn read_from(r: &mut super::snapshot::In<'_>) -> std::io::Result<SlotTable> {
+    pub(super) fn read_from(r: &mut super::arrays::In<'_>) -> std::io::Result<SlotTable> {
         let len = r.u64()? as usize;
         let buckets: Vec<u64> = r.vec()?;
         let held = buckets.iter().filter(|&&b| b != EMPTY).count();
         let shaped = buckets.is_empty() || buckets.len().is_power_of_two();
         if !shaped || held != len || len * 4 > buckets.len() * 3 {
-            return Err(super::snapshot::invalid(
-                "its exact-text table is malformed",
-            ));
+            return Err(super::arrays::invalid("its exact-text table is malformed"));
         }
         Ok(SlotTable { buckets, len })
     }

@@ -9,9 +9,7 @@
 
 use std::io::{self, Read, Write};
 
-use bytemuck::Pod;
-use xxhash_rust::xxh3::Xxh3;
-
+use super::arrays::{invalid, In, Out};
 use super::cold::{ColdCopy, ColdStore};
 use super::grams::Gram;
 use super::postings::Postings;
@@ -59,11 +57,7 @@ impl SealedGeneration {
         hash: u64,
         cold: Box<dyn ColdStore>,
     ) -> io::Result<SealedGeneration> {
-        let mut r = In {
-            r,
-            hash: Xxh3::new(),
-            left: bytes,
-        };
+        let mut r = In::new(r, bytes);
         let cold_bytes = r.u64()?;
         if cold_bytes != cold.len() {
             return Err(invalid("its cold records are not the ones written with it"));
@@ -88,7 +82,7 @@ impl SealedGeneration {
             }
             dict.insert(gram, count, start);
         }
-        if r.left != 0 || r.hash.digest() != hash {
+        if r.left() != 0 || r.digest() != hash {
             return Err(invalid("its arrays do not hash to what was written"));
         }
         let slots = store.len();
@@ -234,11 +228,7 @@ fn write_segment(
     if !seg.grams.is_sealed() || seg.tables.iter().any(|t| !t.is_empty()) {
         return Ok(None);
     }
-    let mut out = Out {
-        w,
-        hash: Xxh3::new(),
-        bytes: 0,
-    };
+    let mut out = Out::new(w);
     let cold_bytes = seg.store.cold_len();
     out.u64(cold_bytes)?;
     seg.store.write_to(&mut out)?;
@@ -260,83 +250,11 @@ fn write_segment(
         .collect();
     out.slice(&pairs)?;
     Ok(Some(Written {
-        bytes: out.bytes,
-        hash: out.hash.digest(),
+        bytes: out.bytes(),
+        hash: out.digest(),
         entries: seg.store.len() as u64,
         cold_bytes,
     }))
-}
-
-/// A writer that hashes and counts what it writes.
-pub(super) struct Out<'a> {
-    w: &'a mut dyn Write,
-    hash: Xxh3,
-    bytes: u64,
-}
-
-impl Out<'_> {
-    fn raw(&mut self, b: &[u8]) -> io::Result<()> {
-        self.hash.update(b);
-        self.bytes += b.len() as u64;
-        self.w.write_all(b)
-    }
-
-    pub(super) fn u64(&mut self, x: u64) -> io::Result<()> {
-        self.raw(&x.to_le_bytes())
-    }
-
-    /// `s`, behind its length.
-    pub(super) fn slice<T: Pod>(&mut self, s: &[T]) -> io::Result<()> {
-        self.u64(s.len() as u64)?;
-        self.raw(bytemuck::cast_slice(s))
-    }
-}
-
-/// A reader of at most `left` bytes that hashes what it reads.
-pub(super) struct In<'a> {
-    r: &'a mut dyn Read,
-    hash: Xxh3,
-    left: u64,
-}
-
-impl In<'_> {
-    fn raw(&mut self, b: &mut [u8]) -> io::Result<()> {
-        if b.len() as u64 > self.left {
-            return Err(invalid("an array runs past the end"));
-        }
-        self.r.read_exact(b)?;
-        self.left -= b.len() as u64;
-        self.hash.update(b);
-        Ok(())
-    }
-
-    pub(super) fn u64(&mut self) -> io::Result<u64> {
-        let mut b = [0u8; 8];
-        self.raw(&mut b)?;
-        Ok(u64::from_le_bytes(b))
-    }
-
-    /// A `u64` that must fit in a `u32`.
-    pub(super) fn u32(&mut self) -> io::Result<u32> {
-        u32::try_from(self.u64()?).map_err(|_| invalid("a field is out of range"))
-    }
-
-    /// An array `slice` wrote.
-    pub(super) fn vec<T: Pod>(&mut self) -> io::Result<Vec<T>> {
-        let n = self.u64()?;
-        let size = std::mem::size_of::<T>() as u64;
-        if n.checked_mul(size).is_none_or(|b| b > self.left) {
-            return Err(invalid("an array runs past the end"));
-        }
-        let mut v: Vec<T> = bytemuck::allocation::zeroed_vec(n as usize);
-        self.raw(bytemuck::cast_slice_mut(&mut v))?;
-        Ok(v)
-    }
-}
-
-/// An `InvalidData` error: the arrays are not what was written.
-pub(super) fn invalid(what: &str) -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, what.to_string())
 }
 
 #[cfg(test)]

@@ -340,20 +340,20 @@ impl Store {
     }
 
     /// Writes the per-slot records (`snapshot`).
-    pub(super) fn write_to(&self, out: &mut super::snapshot::Out<'_>) -> std::io::Result<()> {
+    pub(super) fn write_to(&self, out: &mut super::arrays::Out<'_>) -> std::io::Result<()> {
         out.slice(&self.meta)
     }
 
     /// The store `write_to` wrote, its cold records in `cold`.
     pub(super) fn read_from(
-        r: &mut super::snapshot::In<'_>,
+        r: &mut super::arrays::In<'_>,
         cold: Box<dyn ColdStore>,
     ) -> std::io::Result<Store> {
         let meta: Vec<Meta> = r.vec()?;
         // Each record starts where the one before ends, and the last ends within the store.
         let ends = meta.windows(2).all(|w| w[0].offset() <= w[1].offset());
         if !ends || meta.last().is_some_and(|m| m.offset() > cold.len()) {
-            return Err(super::snapshot::invalid("its records are out of order"));
+            return Err(super::arrays::invalid("its records are out of order"));
         }
         Ok(Store {
             meta,

@@ -172,7 +172,7 @@ impl PrefixPostings {
     /// Writes the lists (`snapshot`); the dictionary goes separately, wherever it is kept.
     pub(in crate::index) fn write_to(
         &self,
-        out: &mut super::snapshot::Out<'_>,
+        out: &mut super::arrays::Out<'_>,
     ) -> std::io::Result<()> {
         out.u64(self.postings as u64)?;
         out.slice(&self.run)
@@ -180,7 +180,7 @@ impl PrefixPostings {
 
     /// The lists `write_to` wrote, without a dictionary (`put_dictionary`).
     pub(in crate::index) fn read_from(
-        r: &mut super::snapshot::In<'_>,
+        r: &mut super::arrays::In<'_>,
     ) -> std::io::Result<PrefixPostings> {
         let postings = r.u64()? as usize;
         Ok(PrefixPostings {
