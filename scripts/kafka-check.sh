@@ -11,8 +11,9 @@
 # Defaults: kill, ../shared/bench/weibo-dev-small/posts.jsonl, kill after 15,000 decided records.
 # Environment: SIMDEDUP_KILL_TIMEOUT (seconds to wait for all verdicts, default 1800),
 # SIMDEDUP_RESTART_DELAY (seconds between the kill and the restart, default 15: see below),
-# SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports); it is kept anyway, and the posts
-# named, when a post came out with two different verdicts.
+# SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports); it is kept anyway, and the script
+# exits 1, when the check fails: a post lost, a post with two different verdicts (named), or
+# under 99.9% of posts with the file pipeline's verdict.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-kill}
@@ -124,15 +125,23 @@ print(f"posts: {len(ids)}  with a verdict: {len(live)}  rejected: {rejected}  lo
 print(f"posts with two different verdicts: {len(conflicting)}")
 for i in conflicting[:10]:
     print(f"  {i}: {sorted(live[i])}; the file pipeline: {sorted(ref.get(i, []))}")
-open(f"{w}/conflicting", "w").write(str(len(conflicting)))
 print(f"same verdict as the undisturbed pipeline: {same} of {len(ref)} ({same / len(ref):.4%})")
 print(f"wall time from start to all verdicts: {elapsed} s")
+failed = []
+if lost:
+    failed.append(f"{len(lost)} lost")
+if conflicting:
+    failed.append(f"{len(conflicting)} with two different verdicts")
+if same < 0.999 * len(ref):
+    failed.append("under 99.9% with the undisturbed verdict")
+open(f"{w}/failed", "w").write("; ".join(failed))
 PY
 [ "$mode" = all ] || grep -h "assigned\|revoked\|rebalance" "$work"/a.log "$work"/b*.log | tail -20 >&2 || true
-if [ "$(cat "$work/conflicting")" != 0 ]; then
-  # Keep what a post with two verdicts needs to be explained: the logs and the exports.
+failed=$(cat "$work/failed")
+if [ -n "$failed" ]; then
+  # Keep what a failure needs to be explained: the logs and the exports.
   SIMDEDUP_BENCH_KEEP=1
-  echo "posts with two verdicts: work dir kept, $work" >&2
+  echo "check failed: work dir kept, $work" >&2
 fi
 truth=$(dirname "$input")/truth.jsonl
 score=$(dirname "$input")/../score.py
@@ -163,4 +172,8 @@ k = r["recall_by_kind"]
 print(f"score.py on the output topics: precision {r['precision']}  recall {r['recall']}  "
       f"light {k.get('light')}  heavy {k.get('heavy')}  lost {r['lost']}  output twice {r['duplicated_outputs']}")
 PY
+fi
+if [ -n "$failed" ]; then
+  echo "kafka-check: FAILED: $failed" >&2
+  exit 1
 fi

@@ -203,6 +203,89 @@ fn route_and_dedup_on_a_mock_broker_match_the_file_pipeline() {
     );
 }
 
+/// The routed partitions a dedup worker has declared idle so far (its progress markers).
+fn idle_markers(k: &KafkaConfig) -> std::collections::BTreeSet<u32> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::Message;
+    use simdedup::io::kafka::wire::{decode_changelog, ChangelogRead};
+    let consumer: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &k.brokers)
+        .set("group.id", "idle-markers")
+        .set("enable.partition.eof", "true")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(&k.changelog_topic, 0, rdkafka::Offset::Beginning)
+        .unwrap();
+    consumer.assign(&tpl).unwrap();
+    let mut idle = std::collections::BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        match consumer.poll(Duration::from_millis(200)) {
+            Some(Ok(m)) => {
+                if let Ok(ChangelogRead::Marker(marker)) =
+                    decode_changelog(m.payload().unwrap_or_default())
+                {
+                    // (A sync record is a marker of no routed partition.)
+                    if marker.idle && marker.partition < k.routed_partitions {
+                        idle.insert(marker.partition);
+                    }
+                }
+            }
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => break,
+            _ => {}
+        }
+    }
+    idle
+}
+
+// A dedup worker started before any route worker, on a backlog: while the raw topic holds posts
+// the route group has not routed, it takes none of its empty routed partitions as idle, though
+// they stay empty for several times `idle_after_ms` (it would decide their posts by arrival,
+// out of the order a replay gives). Once the route stage runs, the verdicts are the file
+// pipeline's.
+#[test]
+fn a_dedup_worker_started_before_the_route_stage_takes_no_partition_as_idle() {
+    let (_cluster, mut k) = mock_cluster(1_000);
+    k.wake_grace_ms = 0;
+    let input = data("sample_posts.jsonl");
+    tools::produce(&k, &k.input_topic, None, input.to_str().unwrap()).unwrap();
+    let cfg = Config {
+        kafka: k.clone(),
+        ..Config::default()
+    }
+    .stages();
+    let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
+    let stop = AtomicBool::new(false);
+    let (idle_before_routing, got) = std::thread::scope(|s| {
+        let d = s.spawn(|| dedup::run(&k, &cfg, &stop, None, None));
+        // The group's first assignment, then several times `idle_after_ms`, short of the ten
+        // after which a route group that never committed anything counts as absent.
+        std::thread::sleep(Duration::from_millis(6_000));
+        let idle = idle_markers(&k);
+        let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop, None));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut got = BTreeMap::new();
+        while Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(500));
+            got = exported(&k);
+            if got.len() - 1 + got["<rejected>"].parse::<usize>().unwrap() >= 31 {
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        r.join().unwrap().unwrap();
+        d.join().unwrap().unwrap();
+        (idle, got)
+    });
+    assert!(
+        idle_before_routing.is_empty(),
+        "partitions declared idle before routing: {idle_before_routing:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    assert_eq!(got, file_verdicts(dir.path(), &input));
+}
+
 // A dedup worker with a state dir writes the generations it seals whole after the checkpoint
 // that stores their last entries; its next start loads them instead of rebuilding them, and
 // decides as the file pipeline does.

@@ -16,6 +16,7 @@ pub mod outbox;
 pub mod replay;
 pub mod route;
 pub mod tools;
+mod upstream;
 pub mod wire;
 
 use std::collections::BTreeMap;
@@ -52,10 +53,12 @@ pub struct KafkaConfig {
     /// A caught-up partition with no new record for this long stops holding other partitions
     /// back (its owner declares it idle). The clock starts at assignment (a routed partition
     /// taken over where its previous owner left it idle, with nothing new since, is idle at
-    /// once): starting on a backlog, raise it above the time the route stage needs for its
-    /// first records. In `run --role all` with the only route worker of the group, a routed
-    /// partition fetched to its end is idle as soon as that route stage has been caught up for
-    /// a moment (everything it read is on the routed topic).
+    /// once). An empty routed partition is idle only once what the raw topic held is routed:
+    /// in `run --role all`, once its route stage has routed for this long or caught up (with
+    /// the only route worker of the group, a partition fetched to its end is idle as soon as
+    /// that stage has been caught up for a moment); in a dedup worker without a route stage,
+    /// once the route group's committed offsets reach the raw topic's high watermarks read
+    /// since the partition's last record (`upstream`).
     pub idle_after_ms: u64,
     /// After a record arrives on a quiet partition (a burst after silence), quiet partitions
     /// keep holding the others back for this long, so that records written together to several

@@ -46,6 +46,7 @@ use super::lookahead::Lookahead;
 use super::merge::Wake;
 use super::outbox::{self, send, settle, Out};
 use super::route::RouteStatus;
+use super::upstream::RouteWatch;
 use super::wire::{routed_seq, RoutedPost};
 use super::{KafkaConfig, KafkaError};
 use crate::engine::{Engine, Position};
@@ -124,6 +125,8 @@ struct Worker<'a> {
     ahead: ahead::AheadReader,
     /// When an owned partition last woke up (`merge::Wake`).
     wake: Wake,
+    /// Without a route stage in this process: what the route group has routed.
+    upstream: Option<RouteWatch>,
 }
 
 /// Delivery reports are applied after every this many decisions in one round (the producer
@@ -156,7 +159,9 @@ const UPSTREAM_SETTLE: Duration = Duration::from_millis(250);
 /// routing for `idle_after_ms`, or has been caught up for `UPSTREAM_SETTLE`: on a backlog the
 /// route stage's first records can take longer than `idle_after_ms`, and partitions declared
 /// idle meanwhile would let the first posts that arrive be decided out of order. After
-/// `ROUTING_WAIT_FACTOR` times `idle_after_ms` without either, the wait is given up.
+/// `ROUTING_WAIT_FACTOR` times `idle_after_ms` without either, the wait is given up. Without
+/// it, an empty partition counts as idle only once the route group has routed what the raw
+/// topic held since its last record (`upstream::RouteWatch`).
 pub fn run(
     k: &KafkaConfig,
     cfg: &StageConfig,
@@ -236,6 +241,10 @@ pub fn run(
         ),
         ahead: ahead::AheadReader::default(),
         wake: Wake::new(Duration::from_millis(k.wake_grace_ms)),
+        upstream: routing
+            .is_none()
+            .then(|| RouteWatch::start(k))
+            .transpose()?,
     };
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
@@ -322,13 +331,16 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Whether this process's route stage, if it has one, has been routing for `idle_after`,
-    /// or caught up for `UPSTREAM_SETTLE` (or the wait for it was given up): only then is an
-    /// empty partition really quiet.
-    fn upstream_quiet(&self, idle_after: Duration) -> bool {
+    /// Whether an empty partition quiet since `since` is really quiet upstream. With this
+    /// process's route stage: it has been routing for `idle_after`, or caught up for
+    /// `UPSTREAM_SETTLE` (or the wait for it was given up). Without: the route group had routed
+    /// everything the raw topic held at some instant since then (`upstream`).
+    fn upstream_quiet(&self, idle_after: Duration, since: Instant) -> bool {
+        if let Some(u) = &self.upstream {
+            return u.routed_since(since, UPSTREAM_SETTLE, idle_after * ROUTING_WAIT_FACTOR);
+        }
         let since = |t: Option<Instant>, d| t.is_some_and(|t| t.elapsed() >= d);
-        self.routing.is_none()
-            || since(self.routing_since, idle_after)
+        since(self.routing_since, idle_after)
             || since(self.caught_up_since, UPSTREAM_SETTLE)
             || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
     }
@@ -369,7 +381,7 @@ impl<'a> Worker<'a> {
                 || (o.idle_before && o.fetch.caught_up())
                 || self.drained(q, &o.fetch))
             && o.fetch.may_be_caught_up()
-            && self.upstream_quiet(idle_after);
+            && self.upstream_quiet(idle_after, o.last_record);
         let watermark = self.engine.watermarks().get(&q).copied();
         let arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
         gate::local_bound(

@@ -1,0 +1,240 @@
+//! Whether the route stage has routed what the raw topic held, for a dedup worker without a
+//! route stage in its process. An empty routed partition may count as idle only once nothing
+//! bound for it can still be waiting upstream: a dedup worker that started before the route
+//! workers (or beside slow ones, on a backlog) would otherwise declare its empty partitions idle
+//! and decide what they receive later by arrival, out of the order a replay gives.
+//!
+//! The route group commits a raw offset only after the envelopes of every record before it are
+//! acknowledged on the routed topic. So once the route group's committed offsets reach the raw
+//! topic's high watermarks read at an instant `t0`, every raw record of `t0` is on the routed
+//! topic: a record a routed partition receives after that comes from a raw record that arrived
+//! after `t0`. A thread asks the broker (high watermarks, then the route group's committed
+//! offsets) a few times a second, and only while the worker wants to know.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::{Offset, TopicPartitionList};
+
+use super::{client, KafkaConfig, KafkaError};
+
+/// How often the thread asks the broker while the worker wants to know.
+const ASK_EVERY: Duration = Duration::from_millis(200);
+
+/// Timeout of each request to the broker.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Confirmations kept (the newest).
+const KEPT: usize = 8;
+
+/// Whether the route group has committed everything `marks` (per raw partition: low and high
+/// watermark) held: its committed offset reaches the high watermark, or the partition holds
+/// nothing (nothing committed and low equals high). A partition without marks is not caught up.
+pub(crate) fn routed_all(
+    marks: &BTreeMap<i32, (i64, i64)>,
+    committed: &BTreeMap<i32, Option<i64>>,
+) -> bool {
+    marks.iter().all(
+        |(p, (low, high))| match committed.get(p).copied().flatten() {
+            Some(c) => c >= *high,
+            None => low >= high,
+        },
+    )
+}
+
+/// Instants at which everything the raw topic held was found routed: `(t0, t1)`, the high
+/// watermarks read at `t0`, the committed offsets that reached them read at `t1`.
+#[derive(Debug, Default)]
+pub(crate) struct Confirmations {
+    kept: VecDeque<(Instant, Instant)>,
+}
+
+impl Confirmations {
+    /// Notes a confirmation.
+    pub(crate) fn note(&mut self, t0: Instant, t1: Instant) {
+        self.kept.push_back((t0, t1));
+        while self.kept.len() > KEPT {
+            self.kept.pop_front();
+        }
+    }
+
+    /// Whether everything the raw topic held at some instant at or after `since` was found
+    /// routed at least `settle` before `now` (so that the routed partitions' fetches have
+    /// reported the high watermarks since).
+    pub(crate) fn confirm(&self, since: Instant, now: Instant, settle: Duration) -> bool {
+        self.kept
+            .iter()
+            .any(|(t0, t1)| *t0 >= since && now.saturating_duration_since(*t1) >= settle)
+    }
+}
+
+#[derive(Default)]
+struct Shared {
+    confirmed: Confirmations,
+    /// Whether the route group was ever seen with a committed offset, or the raw topic empty.
+    route_seen: bool,
+}
+
+/// The thread watching the route group, and what it found.
+pub(crate) struct RouteWatch {
+    shared: Arc<Mutex<Shared>>,
+    wanted: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+    started: Instant,
+    warned: AtomicBool,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RouteWatch {
+    /// Starts watching the route group of `k` (`<group_id>.route`) on `k.input_topic`.
+    pub(crate) fn start(k: &KafkaConfig) -> Result<RouteWatch, KafkaError> {
+        let mut config = client::consumer_config(k, &format!("{}.route", k.group_id));
+        // It only reads the group's offsets: it never joins, and never commits.
+        config.set("enable.auto.commit", "false");
+        let consumer: BaseConsumer = config.create()?;
+        let (shared, wanted, stop) = Default::default();
+        let (s, w, st) = (Arc::clone(&shared), Arc::clone(&wanted), Arc::clone(&stop));
+        let topic = k.input_topic.clone();
+        let thread = std::thread::Builder::new()
+            .name("route-watch".into())
+            .spawn(move || watch(&consumer, &topic, &s, &w, &st))
+            .map_err(|e| KafkaError::Config(format!("cannot start the route watch: {e}")))?;
+        Ok(RouteWatch {
+            shared,
+            wanted,
+            stop,
+            started: Instant::now(),
+            warned: AtomicBool::new(false),
+            thread: Some(thread),
+        })
+    }
+
+    /// Whether everything the raw topic held at or after `since` is known routed, `settle`
+    /// ago at least. Asking starts the broker requests when it is not known yet. When the route
+    /// group has shown no committed offset for `give_up` since the watch started (no route
+    /// stage in this group), the answer is yes, with a warning.
+    pub(crate) fn routed_since(&self, since: Instant, settle: Duration, give_up: Duration) -> bool {
+        let s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
+        if s.confirmed.confirm(since, Instant::now(), settle) {
+            return true;
+        }
+        self.wanted.store(true, Ordering::Relaxed);
+        if !s.route_seen && self.started.elapsed() >= give_up {
+            if !self.warned.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "the route group has committed nothing: empty partitions are told idle by time only"
+                );
+            }
+            return true;
+        }
+        false
+    }
+}
+
+impl Drop for RouteWatch {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn watch(
+    consumer: &BaseConsumer,
+    topic: &str,
+    shared: &Mutex<Shared>,
+    wanted: &AtomicBool,
+    stop: &AtomicBool,
+) {
+    while !stop.load(Ordering::Relaxed) {
+        if !wanted.swap(false, Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        let t0 = Instant::now();
+        match ask(consumer, topic) {
+            Ok((all, seen)) => {
+                let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
+                s.route_seen |= seen;
+                if all {
+                    s.confirmed.note(t0, Instant::now());
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "route group offsets unknown"),
+        }
+        std::thread::sleep(ASK_EVERY.saturating_sub(t0.elapsed()));
+    }
+}
+
+/// Reads the raw topic's watermarks, then the route group's committed offsets: whether they
+/// reach the watermarks (`routed_all`), and whether the group has committed any offset or the
+/// topic is empty.
+fn ask(consumer: &BaseConsumer, topic: &str) -> Result<(bool, bool), KafkaError> {
+    let partitions = client::partition_count(consumer, topic, REQUEST_TIMEOUT)?;
+    let mut marks = BTreeMap::new();
+    for p in 0..partitions as i32 {
+        marks.insert(p, consumer.fetch_watermarks(topic, p, REQUEST_TIMEOUT)?);
+    }
+    let mut tpl = TopicPartitionList::new();
+    for p in marks.keys() {
+        tpl.add_partition(topic, *p);
+    }
+    let committed: BTreeMap<i32, Option<i64>> = consumer
+        .committed_offsets(tpl, REQUEST_TIMEOUT)?
+        .elements()
+        .iter()
+        .map(|e| match e.offset() {
+            Offset::Offset(o) => (e.partition(), Some(o)),
+            _ => (e.partition(), None),
+        })
+        .collect();
+    let empty = marks.values().all(|(low, high)| low >= high);
+    let seen = empty || committed.values().any(Option::is_some);
+    Ok((partitions > 0 && routed_all(&marks, &committed), seen))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routed_all_needs_every_partition_committed_to_its_high_watermark() {
+        let marks: BTreeMap<i32, (i64, i64)> = [(0, (0, 10)), (1, (5, 5))].into();
+        // Partition 1 holds nothing: nothing need be committed there.
+        assert!(routed_all(&marks, &[(0, Some(10)), (1, None)].into()));
+        assert!(routed_all(&marks, &[(0, Some(12)), (1, Some(5))].into()));
+        assert!(!routed_all(&marks, &[(0, Some(9)), (1, None)].into()));
+        // Nothing committed where records are: the route stage has not routed them.
+        assert!(!routed_all(&marks, &[(0, None), (1, None)].into()));
+        assert!(!routed_all(&marks, &[(1, None)].into()));
+    }
+
+    #[test]
+    fn a_confirmation_counts_only_from_its_watermarks_on_and_once_settled() {
+        let base = Instant::now();
+        let at = |ms: u64| base + Duration::from_millis(ms);
+        let settle = Duration::from_millis(250);
+        let mut c = Confirmations::default();
+        assert!(!c.confirm(at(0), at(10_000), settle));
+        // Watermarks read at 1 s, found routed at 1.5 s.
+        c.note(at(1_000), at(1_500));
+        // Not before it settled.
+        assert!(!c.confirm(at(500), at(1_600), settle));
+        assert!(c.confirm(at(500), at(1_750), settle));
+        assert!(c.confirm(at(1_000), at(1_750), settle));
+        // A partition quiet since after the watermarks were read needs a newer confirmation.
+        assert!(!c.confirm(at(1_001), at(5_000), settle));
+        c.note(at(2_000), at(2_100));
+        assert!(c.confirm(at(1_001), at(5_000), settle));
+        // Only the newest are kept.
+        for i in 0..KEPT as u64 {
+            c.note(at(3_000 + i), at(3_100 + i));
+        }
+        assert!(!c.confirm(at(500), at(3_000), settle));
+        assert!(c.confirm(at(500), at(4_000), settle));
+    }
+}
