@@ -339,9 +339,9 @@ impl<'a> Worker<'a> {
         if let Some(u) = &self.upstream {
             return u.routed_since(since, UPSTREAM_SETTLE, idle_after * ROUTING_WAIT_FACTOR);
         }
-        let since = |t: Option<Instant>, d| t.is_some_and(|t| t.elapsed() >= d);
-        since(self.routing_since, idle_after)
-            || since(self.caught_up_since, UPSTREAM_SETTLE)
+        let held = |t: Option<Instant>, d| t.is_some_and(|t| t.elapsed() >= d);
+        held(self.routing_since, idle_after)
+            || held(self.caught_up_since, UPSTREAM_SETTLE)
             || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
     }
 
