@@ -8,8 +8,11 @@
 //! acknowledged on the routed topic. So once the route group's committed offsets reach the raw
 //! topic's high watermarks read at an instant `t0`, every raw record of `t0` is on the routed
 //! topic: a record a routed partition receives after that comes from a raw record that arrived
-//! after `t0`. A thread asks the broker (high watermarks, then the route group's committed
-//! offsets) a few times a second, and only while the worker wants to know.
+//! after `t0`. A thread asks the broker a few times a second, and only while the worker wants
+//! to know: each round reads the route group's committed offsets, which confirm the newest
+//! earlier watermark snapshot they reach, then the raw topic's high watermarks, the next
+//! snapshot. (On a stream that keeps flowing, commits never reach the watermarks of their own
+//! instant.)
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,13 +33,13 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Confirmations kept (the newest).
 const KEPT: usize = 8;
 
+/// The raw topic's low and high watermarks, per partition.
+pub(crate) type Marks = BTreeMap<i32, (i64, i64)>;
+
 /// Whether the route group has committed everything `marks` (per raw partition: low and high
 /// watermark) held: its committed offset reaches the high watermark, or the partition holds
 /// nothing (nothing committed and low equals high). A partition without marks is not caught up.
-pub(crate) fn routed_all(
-    marks: &BTreeMap<i32, (i64, i64)>,
-    committed: &BTreeMap<i32, Option<i64>>,
-) -> bool {
+pub(crate) fn routed_all(marks: &Marks, committed: &BTreeMap<i32, Option<i64>>) -> bool {
     marks.iter().all(
         |(p, (low, high))| match committed.get(p).copied().flatten() {
             Some(c) => c >= *high,
@@ -150,38 +153,42 @@ fn watch(
     wanted: &AtomicBool,
     stop: &AtomicBool,
 ) {
+    let mut pending = Snapshots::default();
     while !stop.load(Ordering::Relaxed) {
         if !wanted.swap(false, Ordering::Relaxed) {
             std::thread::sleep(Duration::from_millis(20));
             continue;
         }
-        let t0 = Instant::now();
-        match ask(consumer, topic) {
-            Ok((all, seen)) => {
+        let round = Instant::now();
+        match ask(consumer, topic, &mut pending) {
+            Ok((confirmed, seen)) => {
                 let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
                 s.route_seen |= seen;
-                if all {
-                    s.confirmed.note(t0, Instant::now());
+                if let Some((t0, t1)) = confirmed {
+                    s.confirmed.note(t0, t1);
                 }
             }
             Err(e) => tracing::debug!(error = %e, "route group offsets unknown"),
         }
-        std::thread::sleep(ASK_EVERY.saturating_sub(t0.elapsed()));
+        std::thread::sleep(ASK_EVERY.saturating_sub(round.elapsed()));
     }
 }
 
-/// Reads the raw topic's watermarks, then the route group's committed offsets: whether they
-/// reach the watermarks (`routed_all`), and whether the group has committed any offset or the
-/// topic is empty.
-fn ask(consumer: &BaseConsumer, topic: &str) -> Result<(bool, bool), KafkaError> {
-    let partitions = client::partition_count(consumer, topic, REQUEST_TIMEOUT)?;
-    let mut marks = BTreeMap::new();
-    for p in 0..partitions as i32 {
-        marks.insert(p, consumer.fetch_watermarks(topic, p, REQUEST_TIMEOUT)?);
-    }
+/// One round: reads the route group's committed offsets and confirms the newest watermark
+/// snapshot they reach (`Snapshots::confirmed_by`), then reads the raw topic's watermarks as the
+/// next snapshot. Returns the confirmation `(t0, t1)`, if any, and whether the group has
+/// committed any offset or the topic is empty. On a stream that keeps flowing, the committed
+/// offsets never reach the watermarks of the same instant (the route group commits once a
+/// second): they reach a snapshot taken a moment before.
+fn ask(
+    consumer: &BaseConsumer,
+    topic: &str,
+    pending: &mut Snapshots,
+) -> Result<(Option<(Instant, Instant)>, bool), KafkaError> {
+    let partitions = client::partition_count(consumer, topic, REQUEST_TIMEOUT)? as i32;
     let mut tpl = TopicPartitionList::new();
-    for p in marks.keys() {
-        tpl.add_partition(topic, *p);
+    for p in 0..partitions {
+        tpl.add_partition(topic, p);
     }
     let committed: BTreeMap<i32, Option<i64>> = consumer
         .committed_offsets(tpl, REQUEST_TIMEOUT)?
@@ -192,9 +199,50 @@ fn ask(consumer: &BaseConsumer, topic: &str) -> Result<(bool, bool), KafkaError>
             _ => (e.partition(), None),
         })
         .collect();
+    let t1 = Instant::now();
+    let confirmed = pending.confirmed_by(&committed).map(|t0| (t0, t1));
+    let t0 = Instant::now();
+    let mut marks = BTreeMap::new();
+    for p in 0..partitions {
+        marks.insert(p, consumer.fetch_watermarks(topic, p, REQUEST_TIMEOUT)?);
+    }
     let empty = marks.values().all(|(low, high)| low >= high);
-    let seen = empty || committed.values().any(Option::is_some);
-    Ok((partitions > 0 && routed_all(&marks, &committed), seen))
+    if partitions > 0 {
+        pending.push(t0, marks);
+    }
+    Ok((confirmed, empty || committed.values().any(Option::is_some)))
+}
+
+/// Watermark snapshots of the raw topic not yet reached by the route group's commits, oldest
+/// first (at most `KEPT`).
+#[derive(Default)]
+pub(crate) struct Snapshots {
+    kept: VecDeque<(Instant, Marks)>,
+}
+
+impl Snapshots {
+    /// Adds the watermarks read at `t0`.
+    pub(crate) fn push(&mut self, t0: Instant, marks: Marks) {
+        self.kept.push_back((t0, marks));
+        while self.kept.len() > KEPT {
+            self.kept.pop_front();
+        }
+    }
+
+    /// The instant of the newest snapshot that `committed` reaches (`routed_all`), if any;
+    /// it and every older one are dropped.
+    pub(crate) fn confirmed_by(
+        &mut self,
+        committed: &BTreeMap<i32, Option<i64>>,
+    ) -> Option<Instant> {
+        let newest = self
+            .kept
+            .iter()
+            .rposition(|(_, marks)| routed_all(marks, committed))?;
+        let t0 = self.kept[newest].0;
+        self.kept.drain(..=newest);
+        Some(t0)
+    }
 }
 
 #[cfg(test)]
@@ -211,6 +259,27 @@ mod tests {
         // Nothing committed where records are: the route stage has not routed them.
         assert!(!routed_all(&marks, &[(0, None), (1, None)].into()));
         assert!(!routed_all(&marks, &[(1, None)].into()));
+    }
+
+    #[test]
+    fn commits_confirm_the_newest_snapshot_they_reach() {
+        let base = Instant::now();
+        let at = |ms: u64| base + Duration::from_millis(ms);
+        let marks =
+            |high: i64| -> BTreeMap<i32, (i64, i64)> { [(0, (0, high)), (1, (0, 3))].into() };
+        let mut s = Snapshots::default();
+        s.push(at(0), marks(10));
+        s.push(at(200), marks(20));
+        s.push(at(400), marks(30));
+        // A stream that keeps flowing: the commits trail the newest watermarks.
+        let committed =
+            |c: i64| -> BTreeMap<i32, Option<i64>> { [(0, Some(c)), (1, Some(3))].into() };
+        assert_eq!(s.confirmed_by(&committed(5)), None);
+        assert_eq!(s.confirmed_by(&committed(25)), Some(at(200)));
+        // Confirmed snapshots, and the older ones, are gone.
+        assert_eq!(s.confirmed_by(&committed(25)), None);
+        assert_eq!(s.confirmed_by(&committed(30)), Some(at(400)));
+        assert_eq!(s.confirmed_by(&committed(30)), None);
     }
 
     #[test]
