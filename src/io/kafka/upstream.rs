@@ -48,6 +48,14 @@ pub(crate) fn routed_all(marks: &Marks, committed: &BTreeMap<i32, Option<i64>>) 
     )
 }
 
+/// Appends `item`, dropping the oldest past `KEPT`.
+fn keep_newest<T>(kept: &mut VecDeque<T>, item: T) {
+    kept.push_back(item);
+    while kept.len() > KEPT {
+        kept.pop_front();
+    }
+}
+
 /// Instants at which everything the raw topic held was found routed: `(t0, t1)`, the high
 /// watermarks read at `t0`, the committed offsets that reached them read at `t1`.
 #[derive(Debug, Default)]
@@ -58,10 +66,7 @@ pub(crate) struct Confirmations {
 impl Confirmations {
     /// Notes a confirmation.
     pub(crate) fn note(&mut self, t0: Instant, t1: Instant) {
-        self.kept.push_back((t0, t1));
-        while self.kept.len() > KEPT {
-            self.kept.pop_front();
-        }
+        keep_newest(&mut self.kept, (t0, t1));
     }
 
     /// Whether everything the raw topic held at some instant at or after `since` was found
@@ -223,10 +228,7 @@ pub(crate) struct Snapshots {
 impl Snapshots {
     /// Adds the watermarks read at `t0`.
     pub(crate) fn push(&mut self, t0: Instant, marks: Marks) {
-        self.kept.push_back((t0, marks));
-        while self.kept.len() > KEPT {
-            self.kept.pop_front();
-        }
+        keep_newest(&mut self.kept, (t0, marks));
     }
 
     /// The instant of the newest snapshot that `committed` reaches (`routed_all`), if any;
