@@ -553,25 +553,34 @@ pub fn committed_starts<C: ConsumerContext>(
     topic: &str,
     parts: &[u32],
 ) -> std::collections::BTreeMap<u32, Option<i64>> {
+    committed_offsets(consumer, topic, parts, Duration::from_secs(5)).unwrap_or_else(|e| {
+        tracing::warn!(topic, error = %e, "committed offsets unknown: idle partitions are told by time only");
+        Default::default()
+    })
+}
+
+/// The offsets the consumer's group has committed on `parts` of `topic` (a request): `None`
+/// for a partition without one.
+pub fn committed_offsets<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    parts: &[u32],
+    timeout: Duration,
+) -> Result<std::collections::BTreeMap<u32, Option<i64>>, KafkaError> {
     let mut tpl = rdkafka::TopicPartitionList::new();
     for p in parts {
         tpl.add_partition(topic, *p as i32);
     }
-    match consumer.committed_offsets(tpl, Duration::from_secs(5)) {
-        Ok(got) => got
-            .elements()
-            .iter()
-            .map(|e| {
-                let at = match e.offset() {
-                    rdkafka::Offset::Offset(o) => Some(o),
-                    _ => None,
-                };
-                (e.partition() as u32, at)
-            })
-            .collect(),
-        Err(e) => {
-            tracing::warn!(topic, error = %e, "committed offsets unknown: idle partitions are told by time only");
-            Default::default()
-        }
-    }
+    Ok(consumer
+        .committed_offsets(tpl, timeout)?
+        .elements()
+        .iter()
+        .map(|e| {
+            let at = match e.offset() {
+                rdkafka::Offset::Offset(o) => Some(o),
+                _ => None,
+            };
+            (e.partition() as u32, at)
+        })
+        .collect())
 }

@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::{Offset, TopicPartitionList};
 
 use super::{client, KafkaConfig, KafkaError};
 
@@ -34,12 +33,15 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 const KEPT: usize = 8;
 
 /// The raw topic's low and high watermarks, per partition.
-pub(crate) type Marks = BTreeMap<i32, (i64, i64)>;
+pub(crate) type Marks = BTreeMap<u32, (i64, i64)>;
+
+/// The route group's committed offset per raw partition (`None`: none).
+pub(crate) type Committed = BTreeMap<u32, Option<i64>>;
 
 /// Whether the route group has committed everything `marks` (per raw partition: low and high
 /// watermark) held: its committed offset reaches the high watermark, or the partition holds
 /// nothing (nothing committed and low equals high). A partition without marks is not caught up.
-pub(crate) fn routed_all(marks: &Marks, committed: &BTreeMap<i32, Option<i64>>) -> bool {
+pub(crate) fn routed_all(marks: &Marks, committed: &Committed) -> bool {
     marks.iter().all(
         |(p, (low, high))| match committed.get(p).copied().flatten() {
             Some(c) => c >= *high,
@@ -190,29 +192,21 @@ fn ask(
     topic: &str,
     pending: &mut Snapshots,
 ) -> Result<(Option<(Instant, Instant)>, bool), KafkaError> {
-    let partitions = client::partition_count(consumer, topic, REQUEST_TIMEOUT)? as i32;
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..partitions {
-        tpl.add_partition(topic, p);
-    }
-    let committed: BTreeMap<i32, Option<i64>> = consumer
-        .committed_offsets(tpl, REQUEST_TIMEOUT)?
-        .elements()
-        .iter()
-        .map(|e| match e.offset() {
-            Offset::Offset(o) => (e.partition(), Some(o)),
-            _ => (e.partition(), None),
-        })
-        .collect();
+    let partitions: Vec<u32> =
+        (0..client::partition_count(consumer, topic, REQUEST_TIMEOUT)? as u32).collect();
+    let committed = client::committed_offsets(consumer, topic, &partitions, REQUEST_TIMEOUT)?;
     let t1 = Instant::now();
     let confirmed = pending.confirmed_by(&committed).map(|t0| (t0, t1));
     let t0 = Instant::now();
     let mut marks = BTreeMap::new();
-    for p in 0..partitions {
-        marks.insert(p, consumer.fetch_watermarks(topic, p, REQUEST_TIMEOUT)?);
+    for p in &partitions {
+        marks.insert(
+            *p,
+            consumer.fetch_watermarks(topic, *p as i32, REQUEST_TIMEOUT)?,
+        );
     }
     let empty = marks.values().all(|(low, high)| low >= high);
-    if partitions > 0 {
+    if !partitions.is_empty() {
         pending.push(t0, marks);
     }
     Ok((confirmed, empty || committed.values().any(Option::is_some)))
@@ -233,10 +227,7 @@ impl Snapshots {
 
     /// The instant of the newest snapshot that `committed` reaches (`routed_all`), if any;
     /// it and every older one are dropped.
-    pub(crate) fn confirmed_by(
-        &mut self,
-        committed: &BTreeMap<i32, Option<i64>>,
-    ) -> Option<Instant> {
+    pub(crate) fn confirmed_by(&mut self, committed: &Committed) -> Option<Instant> {
         let newest = self
             .kept
             .iter()
@@ -253,7 +244,7 @@ mod tests {
 
     #[test]
     fn routed_all_needs_every_partition_committed_to_its_high_watermark() {
-        let marks: BTreeMap<i32, (i64, i64)> = [(0, (0, 10)), (1, (5, 5))].into();
+        let marks: Marks = [(0, (0, 10)), (1, (5, 5))].into();
         // Partition 1 holds nothing: nothing need be committed there.
         assert!(routed_all(&marks, &[(0, Some(10)), (1, None)].into()));
         assert!(routed_all(&marks, &[(0, Some(12)), (1, Some(5))].into()));
@@ -267,15 +258,13 @@ mod tests {
     fn commits_confirm_the_newest_snapshot_they_reach() {
         let base = Instant::now();
         let at = |ms: u64| base + Duration::from_millis(ms);
-        let marks =
-            |high: i64| -> BTreeMap<i32, (i64, i64)> { [(0, (0, high)), (1, (0, 3))].into() };
+        let marks = |high: i64| -> Marks { [(0, (0, high)), (1, (0, 3))].into() };
         let mut s = Snapshots::default();
         s.push(at(0), marks(10));
         s.push(at(200), marks(20));
         s.push(at(400), marks(30));
         // A stream that keeps flowing: the commits trail the newest watermarks.
-        let committed =
-            |c: i64| -> BTreeMap<i32, Option<i64>> { [(0, Some(c)), (1, Some(3))].into() };
+        let committed = |c: i64| -> Committed { [(0, Some(c)), (1, Some(3))].into() };
         assert_eq!(s.confirmed_by(&committed(5)), None);
         assert_eq!(s.confirmed_by(&committed(25)), Some(at(200)));
         // Confirmed snapshots, and the older ones, are gone.
