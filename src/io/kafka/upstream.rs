@@ -32,6 +32,12 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
 /// Confirmations kept (the newest).
 const KEPT: usize = 8;
 
+/// Watermark snapshots kept (the newest): about 13 s of rounds, longer than the route group's
+/// commits trail a flowing stream (its commit interval, plus the time its event-time merge waits
+/// on quiet raw partitions). With fewer, every snapshot kept could be newer than what the
+/// commits reach, and none would ever be confirmed while the stream flows.
+const SNAPSHOTS_KEPT: usize = 64;
+
 /// The raw topic's low and high watermarks, per partition.
 pub(crate) type Marks = BTreeMap<u32, (i64, i64)>;
 
@@ -50,10 +56,10 @@ pub(crate) fn routed_all(marks: &Marks, committed: &Committed) -> bool {
     )
 }
 
-/// Appends `item`, dropping the oldest past `KEPT`.
-fn keep_newest<T>(kept: &mut VecDeque<T>, item: T) {
+/// Appends `item`, dropping the oldest past `max`.
+fn keep_newest<T>(kept: &mut VecDeque<T>, item: T, max: usize) {
     kept.push_back(item);
-    while kept.len() > KEPT {
+    while kept.len() > max {
         kept.pop_front();
     }
 }
@@ -68,7 +74,7 @@ pub(crate) struct Confirmations {
 impl Confirmations {
     /// Notes a confirmation.
     pub(crate) fn note(&mut self, t0: Instant, t1: Instant) {
-        keep_newest(&mut self.kept, (t0, t1));
+        keep_newest(&mut self.kept, (t0, t1), KEPT);
     }
 
     /// Whether everything the raw topic held at some instant at or after `since` was found
@@ -213,7 +219,7 @@ fn ask(
 }
 
 /// Watermark snapshots of the raw topic not yet reached by the route group's commits, oldest
-/// first (at most `KEPT`).
+/// first (at most `SNAPSHOTS_KEPT`).
 #[derive(Default)]
 pub(crate) struct Snapshots {
     kept: VecDeque<(Instant, Marks)>,
@@ -222,7 +228,7 @@ pub(crate) struct Snapshots {
 impl Snapshots {
     /// Adds the watermarks read at `t0`.
     pub(crate) fn push(&mut self, t0: Instant, marks: Marks) {
-        keep_newest(&mut self.kept, (t0, marks));
+        keep_newest(&mut self.kept, (t0, marks), SNAPSHOTS_KEPT);
     }
 
     /// The instant of the newest snapshot that `committed` reaches (`routed_all`), if any;
@@ -271,6 +277,11 @@ mod tests {
         assert_eq!(s.confirmed_by(&committed(25)), None);
         assert_eq!(s.confirmed_by(&committed(30)), Some(at(400)));
         assert_eq!(s.confirmed_by(&committed(30)), None);
+        // Commits that trail by many rounds still reach a snapshot kept from back then.
+        for i in 0..20 {
+            s.push(at(600 + 200 * i), marks(40 + 10 * i as i64));
+        }
+        assert_eq!(s.confirmed_by(&committed(40)), Some(at(600)));
     }
 
     #[test]
