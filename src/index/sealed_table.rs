@@ -124,11 +124,16 @@ impl SealedTable {
         }
     }
 
-    /// Asks the CPU to load the newest end of `p`'s bucket, where `scan` starts.
+    /// Asks the CPU to load the newest end of `p`'s bucket, where `scan` starts: its fragments
+    /// and its slots, which lie in another array (a fragment within reach reads its slot, a
+    /// cache miss of its own otherwise).
     #[inline]
     pub fn prefetch_bucket(&self, p: u64) {
         let hi = self.starts.get(self.bucket_of(p) + 1).copied().unwrap_or(0) as usize;
         if let Some(at) = self.frags.get(hi.wrapping_sub(1)) {
+            super::prefetch(at);
+        }
+        if let Some(at) = self.slots.get(hi.wrapping_sub(1)) {
             super::prefetch(at);
         }
     }
