@@ -546,6 +546,7 @@ impl Engine {
         s.candidates += q.candidates;
         s.verify_rejects += q.verify_rejects;
         s.gate_rejects += q.gate_rejects;
+        s.outranked += q.outranked;
         s.bucket_scans_capped += q.bucket_scans_capped;
         s.posting_scans_capped += q.posting_scans_capped;
         s.verify_cells += q.verify_cells;

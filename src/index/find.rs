@@ -6,7 +6,7 @@ use super::candidates::prefetched;
 use super::store::Cold;
 use super::{EntryRef, Index, Query, QueryStats, Scratch, Segment};
 use crate::types::{EventTime, PostId};
-use crate::verify::{may_accept, unverified, verify_within, Bits, Budget, Match};
+use crate::verify::{score_bound, unverified, verify_within, Bits, Budget, Match};
 
 /// A query's match: the entry, how it matched, and the cluster it names (read with the entry's
 /// record during the search, so that a duplicate's verdict needs no second read).
@@ -158,16 +158,24 @@ impl Index {
                 continue;
             }
             let meta = seg.store.meta(r.slot);
-            // Rejected by verification's own gates, without reading the entry (nothing is
-            // charged to the budget either way). Its own id or a later key would have skipped
-            // it before verification; a gate-rejected one counts as verified. (The post's own
-            // entry, re-processed, has its text hash and always passes.)
-            if !self.simhash_only() && !may_accept(&q.sketch, &v.bits, &meta.gates(), &self.verify)
-            {
-                stats.candidates += 1;
-                stats.verify_rejects += 1;
-                stats.gate_rejects += 1;
-                continue;
+            if !self.simhash_only() {
+                // Rejected by verification's own gates, without reading the entry (nothing is
+                // charged to the budget either way). Its own id or a later key would have
+                // skipped it before verification; a gate-rejected one counts as verified. (The
+                // post's own entry, re-processed, has its text hash and always passes.)
+                let Some(bound) = score_bound(&q.sketch, &v.bits, &meta.gates(), &self.verify)
+                else {
+                    stats.candidates += 1;
+                    stats.verify_rejects += 1;
+                    stats.gate_rejects += 1;
+                    continue;
+                };
+                // A later slot replaces the match found only with a higher score: one that
+                // cannot score higher is not read (the verdict is the same).
+                if v.best.as_ref().is_some_and(|b| bound <= b.m.score) {
+                    stats.outranked += 1;
+                    continue;
+                }
             }
             let Ok(cold) = seg.store.cold(r.slot, &mut scratch.cold) else {
                 stats.cold_read_errors += 1;

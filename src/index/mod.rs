@@ -99,6 +99,9 @@ pub struct QueryStats {
     pub verify_rejects: u64,
     /// Of those, the ones its gates rejected before the entry's record was read.
     pub gate_rejects: u64,
+    /// Candidates not read because the gates bound their score to no more than that of a
+    /// match already found in their generation (they could not change the verdict).
+    pub outranked: u64,
     /// SimHash buckets whose scan hit `bucket_scan_cap`.
     pub bucket_scans_capped: u64,
     /// Bigram probes that hit `posting_scan_cap`.

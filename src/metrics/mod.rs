@@ -479,6 +479,11 @@ impl Collector for EngineCell {
                 q.gate_rejects,
             ),
             (
+                "simdedup_outranked",
+                "Candidates not read: their gates bound their score to no more than a match already found",
+                q.outranked,
+            ),
+            (
                 "simdedup_bucket_scans_capped",
                 "SimHash bucket scans cut at index.bucket_scan_cap",
                 q.bucket_scans_capped,

@@ -361,23 +361,37 @@ pub fn exact_only_below(cfg: &VerifyConfig) -> (usize, usize) {
 pub const MANY_TOKENS: usize = u16::MAX as usize;
 
 /// False only when `verify` certainly rejects the pair (and spends nothing of a budget on it):
-/// no identical-text hash; lengths, or characters one text has and the other lacks (`char_bits`
-/// of `a` is `a_bits.chars`), outside the edit band; lengths outside the containment ratio, or a
-/// character of the shorter text missing from the longer; and a SimHash similarity that even the
-/// largest token overlap the token sets allow could not lift to the threshold.
+/// `score_bound` finds no rule that may accept it.
+#[inline]
 pub fn may_accept(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) -> bool {
+    score_bound(a, a_bits, b, cfg).is_some()
+}
+
+/// The highest `Match::score` that `verify` can give the pair, from the gates alone; `None`
+/// when it certainly rejects it: no identical-text hash; lengths, or characters one text has
+/// and the other lacks (`char_bits` of `a` is `a_bits.chars`), outside the edit band; lengths
+/// outside the containment ratio, or a character of the shorter text missing from the longer;
+/// and a SimHash similarity that even the largest token overlap the token sets allow could not
+/// lift to the threshold. Each bound is the rule's own score expression evaluated at the most
+/// favourable figures the gates allow (fewest edits, largest overlap), so it is never below the
+/// score `verify` computes, in `f32` too. A candidate whose bound is no higher than the score of
+/// a match already found cannot replace it (`Index::find`), and is not read.
+pub fn score_bound(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) -> Option<f32> {
     if b.text_hash == Some(a.text_hash as u32) {
-        return true;
+        return Some(1.0);
     }
     let (n, m) = (a.chars.len(), b.chars);
     let (short, long) = (n.min(m), n.max(m));
+    let mut bound = None::<f32>;
     if short > 0 && long >= cfg.edit_min_chars {
         let max_edits = max_edits(long, cfg);
         let absent = (a_bits.chars & !b.bits.chars)
             .count_ones()
             .max((b.bits.chars & !a_bits.chars).count_ones()) as usize;
-        if long - short <= max_edits && absent <= max_edits {
-            return true;
+        let fewest = (long - short).max(absent);
+        if fewest <= max_edits {
+            // An identical text (no edit) scores 1.0 by the exact rule.
+            bound = Some(1.0 - fewest as f32 / long as f32);
         }
     }
     // The raw length bounds the weighted one from above.
@@ -391,10 +405,19 @@ pub fn may_accept(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) 
             (b.bits.chars, a_bits.chars)
         };
         if inner & !outer == 0 {
-            return true;
+            bound = higher(bound, Some(short as f32 / long as f32));
         }
     }
-    may_accept_simhash(a, a_bits.tokens, b, cfg)
+    higher(bound, simhash_bound(a, a_bits.tokens, b, cfg))
+}
+
+/// The higher of two bounds, `None` standing for no bound (the rule rejects).
+fn higher(a: Option<f32>, b: Option<f32>) -> Option<f32> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, None) => a,
+        (None, b) => b,
+    }
 }
 
 /// False only when the SimHash rule of `verify` certainly rejects the pair (`a_tokens` is
@@ -404,11 +427,17 @@ pub fn may_accept(a: &Sketch<'_>, a_bits: &Bits, b: &Gates, cfg: &VerifyConfig) 
 /// `min(|A| - bits only A has, |B| - bits only B has)` and the Jaccard index at most that over
 /// the union it leaves.
 pub fn may_accept_simhash(a: &Sketch<'_>, a_tokens: u64, b: &Gates, cfg: &VerifyConfig) -> bool {
+    simhash_bound(a, a_tokens, b, cfg).is_some()
+}
+
+/// The largest token overlap (the SimHash rule's score) the pair can have, when the rule may
+/// accept it (`may_accept_simhash`).
+fn simhash_bound(a: &Sketch<'_>, a_tokens: u64, b: &Gates, cfg: &VerifyConfig) -> Option<f32> {
     if a.tokens.len() < cfg.simhash_min_tokens || b.tokens < cfg.simhash_min_tokens {
-        return false;
+        return None;
     }
     if b.tokens >= MANY_TOKENS {
-        return true;
+        return Some(1.0);
     }
     let distance = a.fingerprint.hamming(b.fingerprint);
     let (na, nb) = (a.tokens.len(), b.tokens);
@@ -422,7 +451,7 @@ pub fn may_accept_simhash(a: &Sketch<'_>, a_tokens: u64, b: &Gates, cfg: &Verify
         inter as f32 / union as f32
     };
     let best = 1.0 / (distance as f32 + 1.0) + cfg.sim_k * jaccard;
-    best >= cfg.sim_threshold
+    (best >= cfg.sim_threshold).then_some(jaccard)
 }
 
 /// The figures of an unverified SimHash match (`mode = "simhash_only"`).

@@ -144,6 +144,41 @@ pub(crate) fn edited(a: &[char], edits: &[(usize, u8, String)]) -> Vec<char> {
     b
 }
 
+/// The gates of a stored entry with this text and these tokens (no text hash, as the index
+/// keeps them).
+fn gates_of(c: &[char], toks: &[u32]) -> Gates {
+    Gates {
+        chars: c.len(),
+        tokens: toks.len(),
+        fingerprint: Fingerprint(0),
+        text_hash: None,
+        bits: Bits { chars: char_bits(c), tokens: token_bits(toks) },
+    }
+}
+
+#[test]
+fn the_score_bound_is_the_score_when_the_gates_see_every_edit() {
+    let cfg = VerifyConfig::default();
+    let a = chars("今天天气很好我们一起去公园散步吧朋友们");
+    let bits = Bits::of(&sketch(&a, &[], 0));
+    // Cut at the end: the length difference is the edit distance.
+    for cut in 1..=2 {
+        let b = &a[..a.len() - cut];
+        let m = verify(&sketch(&a, &[], 0), &sketch(b, &[], 0), &cfg).expect("a near copy");
+        let bound = score_bound(&sketch(&a, &[], 0), &bits, &gates_of(b, &[]), &cfg).unwrap();
+        assert!(bound >= m.score && bound - m.score < 1e-6, "{bound} {m:?}");
+    }
+    // A character no other one shares, substituted: one edit, seen by the character bits.
+    let mut b = a.clone();
+    b[5] = '龘';
+    let m = verify(&sketch(&a, &[], 0), &sketch(&b, &[], 0), &cfg).expect("a near copy");
+    let bound = score_bound(&sketch(&a, &[], 0), &bits, &gates_of(&b, &[]), &cfg).unwrap();
+    assert!(bound >= m.score && bound - m.score < 1e-6, "{bound} {m:?}");
+    // Identical texts: 1.0 even without the text hash.
+    let bound = score_bound(&sketch(&a, &[], 0), &bits, &gates_of(&a, &[]), &cfg);
+    assert_eq!(bound, Some(1.0));
+}
+
 proptest! {
     #[test]
     fn the_gates_never_reject_what_verify_accepts(
@@ -158,12 +193,16 @@ proptest! {
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
         let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
-        if verify(&sa, &sb, &cfg).is_some() {
+        if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg));
+            // The bound is never below the score, so a candidate skipped for it never wins.
+            prop_assert!(score_bound(&sa, &Bits::of(&sa), &gates, &cfg) >= Some(m.score));
             // The index's records leave the text hash out: their gates pass every such pair
             // but identical texts, which the index's exact path finds first.
             let unhashed = Gates { text_hash: None, ..gates };
             prop_assert!(a == b || may_accept(&sa, &Bits::of(&sa), &unhashed, &cfg));
+            let bound = score_bound(&sa, &Bits::of(&sa), &unhashed, &cfg);
+            prop_assert!(bound.is_none() || bound >= Some(m.score), "{:?} {:?}", bound, m);
         }
     }
 
@@ -183,8 +222,9 @@ proptest! {
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
         let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
-        if verify(&sa, &sb, &cfg).is_some() {
+        if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept_simhash(&sa, token_bits(&ta), &gates, &cfg));
+            prop_assert!(simhash_bound(&sa, token_bits(&ta), &gates, &cfg) >= Some(m.score));
         }
     }
 
@@ -204,8 +244,11 @@ proptest! {
         let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
         let cfg = VerifyConfig::default();
         let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: 0 } };
-        if verify(&sa, &sb, &cfg).is_some() {
+        if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg), "a={:?} b={:?}", a, b);
+            let unhashed = Gates { text_hash: None, ..gates };
+            let bound = score_bound(&sa, &Bits::of(&sa), &unhashed, &cfg);
+            prop_assert!(a == b || bound >= Some(m.score), "a={:?} b={:?} {:?} {:?}", a, b, bound, m);
         }
     }
 
