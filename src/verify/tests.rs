@@ -152,7 +152,10 @@ fn gates_of(c: &[char], toks: &[u32]) -> Gates {
         tokens: toks.len(),
         fingerprint: Fingerprint(0),
         text_hash: None,
-        bits: Bits { chars: char_bits(c), tokens: token_bits(toks) },
+        bits: Bits {
+            chars: char_bits(c),
+            tokens: token_bits(toks),
+        },
     }
 }
 
