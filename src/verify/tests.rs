@@ -144,18 +144,23 @@ pub(crate) fn edited(a: &[char], edits: &[(usize, u8, String)]) -> Vec<char> {
     b
 }
 
-/// The gates of a stored entry with this text and these tokens (no text hash, as the index
-/// keeps them).
-fn gates_of(c: &[char], toks: &[u32]) -> Gates {
+/// The gates of the stored entry `s`, with its text hash (the index's records leave it out:
+/// `unhashed`).
+fn gates_of(s: &Sketch<'_>) -> Gates {
     Gates {
-        chars: c.len(),
-        tokens: toks.len(),
-        fingerprint: Fingerprint(0),
+        chars: s.chars.len(),
+        tokens: s.tokens.len(),
+        fingerprint: s.fingerprint,
+        text_hash: Some(s.text_hash as u32),
+        bits: Bits::of(s),
+    }
+}
+
+/// `gates_of` without the text hash, as the index keeps them.
+fn unhashed(s: &Sketch<'_>) -> Gates {
+    Gates {
         text_hash: None,
-        bits: Bits {
-            chars: char_bits(c),
-            tokens: token_bits(toks),
-        },
+        ..gates_of(s)
     }
 }
 
@@ -168,17 +173,34 @@ fn the_score_bound_is_the_score_when_the_gates_see_every_edit() {
     for cut in 1..=2 {
         let b = &a[..a.len() - cut];
         let m = verify(&sketch(&a, &[], 0), &sketch(b, &[], 0), &cfg).expect("a near copy");
-        let bound = score_bound(&sketch(&a, &[], 0), &bits, &gates_of(b, &[]), &cfg).unwrap();
+        let bound = score_bound(
+            &sketch(&a, &[], 0),
+            &bits,
+            &unhashed(&sketch(b, &[], 0)),
+            &cfg,
+        )
+        .unwrap();
         assert!(bound >= m.score && bound - m.score < 1e-6, "{bound} {m:?}");
     }
     // A character no other one shares, substituted: one edit, seen by the character bits.
     let mut b = a.clone();
     b[5] = '龘';
     let m = verify(&sketch(&a, &[], 0), &sketch(&b, &[], 0), &cfg).expect("a near copy");
-    let bound = score_bound(&sketch(&a, &[], 0), &bits, &gates_of(&b, &[]), &cfg).unwrap();
+    let bound = score_bound(
+        &sketch(&a, &[], 0),
+        &bits,
+        &unhashed(&sketch(&b, &[], 0)),
+        &cfg,
+    )
+    .unwrap();
     assert!(bound >= m.score && bound - m.score < 1e-6, "{bound} {m:?}");
     // Identical texts: 1.0 even without the text hash.
-    let bound = score_bound(&sketch(&a, &[], 0), &bits, &gates_of(&a, &[]), &cfg);
+    let bound = score_bound(
+        &sketch(&a, &[], 0),
+        &bits,
+        &unhashed(&sketch(&a, &[], 0)),
+        &cfg,
+    );
     assert_eq!(bound, Some(1.0));
 }
 
@@ -195,16 +217,16 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
+        let gates = gates_of(&sb);
         if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg));
             // The bound is never below the score, so a candidate skipped for it never wins.
             prop_assert!(score_bound(&sa, &Bits::of(&sa), &gates, &cfg) >= Some(m.score));
             // The index's records leave the text hash out: their gates pass every such pair
             // but identical texts, which the index's exact path finds first.
-            let unhashed = Gates { text_hash: None, ..gates };
-            prop_assert!(a == b || may_accept(&sa, &Bits::of(&sa), &unhashed, &cfg));
-            let bound = score_bound(&sa, &Bits::of(&sa), &unhashed, &cfg);
+            let bare = unhashed(&sb);
+            prop_assert!(a == b || may_accept(&sa, &Bits::of(&sa), &bare, &cfg));
+            let bound = score_bound(&sa, &Bits::of(&sa), &bare, &cfg);
             prop_assert!(bound.is_none() || bound >= Some(m.score), "{:?} {:?}", bound, m);
         }
     }
@@ -224,7 +246,7 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: tb.len(), fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: token_bits(&tb) } };
+        let gates = gates_of(&sb);
         if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept_simhash(&sa, token_bits(&ta), &gates, &cfg));
             prop_assert!(simhash_bound(&sa, token_bits(&ta), &gates, &cfg) >= Some(m.score));
@@ -246,11 +268,10 @@ proptest! {
         let b: Vec<char> = pad.0.chars().chain(b[cut.0.min(b.len())..end].iter().copied()).chain(pad.1.chars()).collect();
         let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
         let cfg = VerifyConfig::default();
-        let gates = Gates { chars: b.len(), tokens: 0, fingerprint: sb.fingerprint, text_hash: Some(sb.text_hash as u32), bits: Bits { chars: char_bits(&b), tokens: 0 } };
+        let gates = gates_of(&sb);
         if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg), "a={:?} b={:?}", a, b);
-            let unhashed = Gates { text_hash: None, ..gates };
-            let bound = score_bound(&sa, &Bits::of(&sa), &unhashed, &cfg);
+            let bound = score_bound(&sa, &Bits::of(&sa), &unhashed(&sb), &cfg);
             prop_assert!(a == b || bound >= Some(m.score), "a={:?} b={:?} {:?} {:?}", a, b, bound, m);
         }
     }
