@@ -511,14 +511,31 @@ fn open_error(path: &Path, source: sled::Error) -> StateError {
     }
 }
 
+thread_local! {
+    /// Set while this thread runs a `guarded` store operation: its panics are not printed.
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// Runs a store operation, turning a panic inside sled (it panics on some damaged databases
 /// instead of returning an error) into `Damaged`. sled's panic message is kept as the detail
 /// and not printed.
+///
+/// The process's panic hook is wrapped once, and stays wrapped: it stays silent only on a thread
+/// inside `guarded`. (Swapping the hook for each call raced with other threads doing the same,
+/// and could leave every later panic of the process unprinted.)
 fn guarded<T>(path: &Path, op: impl FnOnce() -> Result<T, StateError>) -> Result<T, StateError> {
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|_| {}));
+    static WRAP_HOOK: std::sync::Once = std::sync::Once::new();
+    WRAP_HOOK.call_once(|| {
+        let printed = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(|g| g.get()) {
+                printed(info)
+            }
+        }));
+    });
+    let outer = GUARDED.with(|g| g.replace(true));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(op));
-    std::panic::set_hook(hook);
+    GUARDED.with(|g| g.set(outer));
     r.unwrap_or_else(|panic| {
         let detail = panic
             .downcast_ref::<String>()

@@ -133,6 +133,43 @@ fn a_panic_inside_the_store_becomes_damaged() {
     }
 }
 
+// Threads that open stores at once (two dedup workers in one process) must not leave the process
+// silencing its panics. Run in a child process of this test binary, whose stderr is read back:
+// the panic hook is process-wide.
+#[test]
+fn panics_outside_the_store_are_still_printed_after_concurrent_guarded_calls() {
+    const CHILD: &str = "SIMDEDUP_GUARDED_CHILD";
+    if std::env::var_os(CHILD).is_some() {
+        std::thread::scope(|s| {
+            for _ in 0..8 {
+                s.spawn(|| {
+                    for _ in 0..200 {
+                        let _ = guarded(Path::new("s"), || -> Result<(), StateError> {
+                            panic!("quiet")
+                        });
+                    }
+                });
+            }
+        });
+        let _ = std::thread::spawn(|| panic!("printed after guarded calls")).join();
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "state::tests::panics_outside_the_store_are_still_printed_after_concurrent_guarded_calls",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("printed after guarded calls"), "{stderr}");
+    assert!(!stderr.contains("quiet"), "{stderr}");
+}
+
 #[test]
 fn analysis_mismatch_is_refused() {
     let dir = tempfile::tempdir().unwrap();
