@@ -108,19 +108,24 @@ pub fn write_stream(path: &Path, rounds: usize) {
 }
 
 /// A temporary directory for a test that is kept, and named on stderr, if the test fails: the
-/// workers' logs in it are what explains a failure seen only on a CI machine.
+/// workers' logs in it are what explains a failure seen only on a CI machine. (Only the broker
+/// tests use it.)
+#[cfg(feature = "broker-tests")]
 pub struct KeptOnFailure(tempfile::TempDir);
 
+#[cfg(feature = "broker-tests")]
 pub fn kept_on_failure() -> KeptOnFailure {
     KeptOnFailure(tempfile::tempdir().unwrap())
 }
 
+#[cfg(feature = "broker-tests")]
 impl KeptOnFailure {
     pub fn path(&self) -> &Path {
         self.0.path()
     }
 }
 
+#[cfg(feature = "broker-tests")]
 impl Drop for KeptOnFailure {
     fn drop(&mut self) {
         if std::thread::panicking() {
