@@ -168,40 +168,29 @@ fn unhashed(s: &Sketch<'_>) -> Gates {
 fn the_score_bound_is_the_score_when_the_gates_see_every_edit() {
     let cfg = VerifyConfig::default();
     let a = chars("今天天气很好我们一起去公园散步吧朋友们");
-    let bits = Bits::of(&sketch(&a, &[], 0));
+    let sa = sketch(&a, &[], 0);
+    let bits = Bits::of(&sa);
+    // `b`'s score against `a`, and its bound from the gates the index keeps.
+    let scored = |b: &[char]| {
+        let sb = sketch(b, &[], 0);
+        let m = verify(&sa, &sb, &cfg).map(|m| m.score);
+        (m, score_bound(&sa, &bits, &unhashed(&sb), &cfg))
+    };
+    let tight = |b: &[char]| {
+        let (score, bound) = scored(b);
+        let (score, bound) = (score.expect("a near copy"), bound.unwrap());
+        assert!(bound >= score && bound - score < 1e-6, "{bound} {score}");
+    };
     // Cut at the end: the length difference is the edit distance.
     for cut in 1..=2 {
-        let b = &a[..a.len() - cut];
-        let m = verify(&sketch(&a, &[], 0), &sketch(b, &[], 0), &cfg).expect("a near copy");
-        let bound = score_bound(
-            &sketch(&a, &[], 0),
-            &bits,
-            &unhashed(&sketch(b, &[], 0)),
-            &cfg,
-        )
-        .unwrap();
-        assert!(bound >= m.score && bound - m.score < 1e-6, "{bound} {m:?}");
+        tight(&a[..a.len() - cut]);
     }
     // A character no other one shares, substituted: one edit, seen by the character bits.
     let mut b = a.clone();
     b[5] = '龘';
-    let m = verify(&sketch(&a, &[], 0), &sketch(&b, &[], 0), &cfg).expect("a near copy");
-    let bound = score_bound(
-        &sketch(&a, &[], 0),
-        &bits,
-        &unhashed(&sketch(&b, &[], 0)),
-        &cfg,
-    )
-    .unwrap();
-    assert!(bound >= m.score && bound - m.score < 1e-6, "{bound} {m:?}");
+    tight(&b);
     // Identical texts: 1.0 even without the text hash.
-    let bound = score_bound(
-        &sketch(&a, &[], 0),
-        &bits,
-        &unhashed(&sketch(&a, &[], 0)),
-        &cfg,
-    );
-    assert_eq!(bound, Some(1.0));
+    assert_eq!(scored(&a).1, Some(1.0));
 }
 
 proptest! {

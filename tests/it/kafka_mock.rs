@@ -13,18 +13,25 @@ use simdedup::text::tokenize::{Tokenizer, Weighting, DEFAULT_STOPWORDS};
 
 use crate::common::{data, run_ok, Outs};
 
+/// Each output line of `text` with the post id under `field` (`id` on the unique topic,
+/// `post_id` on the duplicates topic) and its parsed value.
+fn by_post_id<'a>(
+    text: &'a str,
+    field: &'a str,
+) -> impl Iterator<Item = (String, serde_json::Value, &'a str)> + 'a {
+    text.lines().map(move |l| {
+        let j: serde_json::Value = serde_json::from_str(l).unwrap();
+        (j[field].as_str().unwrap().to_string(), j, l)
+    })
+}
+
 fn verdicts(unique: &[u8], dups: &[u8], rejected: &[u8]) -> BTreeMap<String, String> {
     let mut v = BTreeMap::new();
-    for l in String::from_utf8_lossy(unique).lines() {
-        let j: serde_json::Value = serde_json::from_str(l).unwrap();
-        v.insert(j["id"].as_str().unwrap().to_string(), "unique".to_string());
+    for (id, _, _) in by_post_id(&String::from_utf8_lossy(unique), "id") {
+        v.insert(id, "unique".to_string());
     }
-    for l in String::from_utf8_lossy(dups).lines() {
-        let j: serde_json::Value = serde_json::from_str(l).unwrap();
-        v.insert(
-            j["post_id"].as_str().unwrap().to_string(),
-            format!("dup of {}", j["cluster_id"].as_str().unwrap()),
-        );
+    for (id, j, _) in by_post_id(&String::from_utf8_lossy(dups), "post_id") {
+        v.insert(id, format!("dup of {}", j["cluster_id"].as_str().unwrap()));
     }
     let n = String::from_utf8_lossy(rejected).lines().count();
     v.insert("<rejected>".into(), n.to_string());
@@ -51,9 +58,7 @@ fn exported(k: &KafkaConfig) -> BTreeMap<String, String> {
 fn outputs_by_id(k: &KafkaConfig) -> BTreeMap<String, Vec<String>> {
     let mut by_id: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (topic, field) in [(&k.unique_topic, "id"), (&k.duplicates_topic, "post_id")] {
-        for l in String::from_utf8_lossy(&export(k, topic)).lines() {
-            let j: serde_json::Value = serde_json::from_str(l).unwrap();
-            let id = j[field].as_str().unwrap().to_string();
+        for (id, _, l) in by_post_id(&String::from_utf8_lossy(&export(k, topic)), field) {
             by_id.entry(id).or_default().push(l.to_string());
         }
     }
