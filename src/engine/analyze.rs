@@ -6,7 +6,7 @@ use crate::fingerprint::{simhash, SimHash};
 use crate::index::grams::{distinct_bigrams, Gram};
 use crate::text::memo::SegmentMemo;
 use crate::text::normalize::{Normalizer, Removed};
-use crate::text::tokenize::{Tokenizer, WeightedToken};
+use crate::text::tokenize::{Tokenizer, WeightedToken, WordPool};
 use crate::types::Fingerprint;
 use crate::verify::Sketch;
 
@@ -56,6 +56,8 @@ pub struct Analyzer<'t> {
     normalizer: Normalizer,
     tokenizer: &'t Tokenizer,
     memo: SegmentMemo,
+    /// Strings for the words of `Analyzed::tokens` (`WordPool`).
+    pool: WordPool,
 }
 
 impl<'t> Analyzer<'t> {
@@ -65,6 +67,7 @@ impl<'t> Analyzer<'t> {
             normalizer: Normalizer::new(),
             tokenizer,
             memo: SegmentMemo::default(),
+            pool: WordPool::default(),
         }
     }
 
@@ -75,11 +78,14 @@ impl<'t> Analyzer<'t> {
         out.chars.clear();
         out.chars.extend(out.normalized.chars());
         out.text_hash = xxhash_rust::xxh3::xxh3_64(out.normalized.as_bytes());
-        if !self
-            .memo
-            .recall(&out.normalized, out.text_hash, &mut out.tokens)
-        {
-            self.tokenizer.tokenize(&out.normalized, &mut out.tokens);
+        if !self.memo.recall(
+            &out.normalized,
+            out.text_hash,
+            &mut out.tokens,
+            &mut self.pool,
+        ) {
+            self.tokenizer
+                .tokenize(&out.normalized, &mut out.tokens, &mut self.pool);
             self.memo.note(&out.normalized, out.text_hash, &out.tokens);
         }
         out.token_set.clear();

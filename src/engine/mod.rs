@@ -203,7 +203,7 @@ impl Engine {
         let entries = tail.entries()?;
         let n = entries.len();
         for e in entries {
-            self.index.insert(gen, e, &mut self.scratch);
+            self.index.insert(gen, &e, &mut self.scratch);
         }
         Ok(n)
     }
@@ -303,7 +303,7 @@ impl Engine {
         if !self.admits(gen, &entry.key, entry.text_hash) {
             return false;
         }
-        self.index.insert(gen, entry, &mut self.scratch);
+        self.index.insert(gen, &entry, &mut self.scratch);
         true
     }
 
@@ -501,11 +501,11 @@ impl Engine {
                     text_hash: a.text_hash,
                     tokens: a.token_set.as_slice().into(),
                 };
-                self.pending.push((gen, entry.clone()));
                 // A replayed post may find its own entry already replicated back.
                 if !self.index.contains(gen, &key, a.text_hash) {
-                    self.index.insert(gen, entry, &mut self.scratch);
+                    self.index.insert(gen, &entry, &mut self.scratch);
                 }
+                self.pending.push((gen, entry));
                 Verdict::Unique {
                     empty: false,
                     late: false,
@@ -532,10 +532,10 @@ impl Engine {
             return;
         }
         let copy = Entry { key, ..old };
-        self.pending.push((gen, copy.clone()));
         if !self.index.contains(gen, &key, copy.text_hash) {
-            self.index.insert(gen, copy, &mut self.scratch);
+            self.index.insert(gen, &copy, &mut self.scratch);
         }
+        self.pending.push((gen, copy));
         self.stats.refreshed += 1;
     }
 

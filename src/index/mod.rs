@@ -395,7 +395,7 @@ impl Index {
         scratch: &mut Scratch,
     ) {
         for e in entries {
-            self.insert_with(gen, e, scratch, false);
+            self.insert_with(gen, &e, scratch, false);
         }
         if let Some(seg) = self.segments.iter_mut().find(|s| s.gen == gen) {
             seg.seal(&self.layout, &self.verify);
@@ -404,14 +404,14 @@ impl Index {
     }
 
     /// Adds an entry to generation `gen` (created on demand) and indexes it.
-    pub fn insert(&mut self, gen: i64, entry: Entry, scratch: &mut Scratch) -> EntryRef {
+    pub fn insert(&mut self, gen: i64, entry: &Entry, scratch: &mut Scratch) -> EntryRef {
         self.insert_with(gen, entry, scratch, true)
     }
 
     fn insert_with(
         &mut self,
         gen: i64,
-        entry: Entry,
+        entry: &Entry,
         scratch: &mut Scratch,
         merge: bool,
     ) -> EntryRef {
@@ -438,7 +438,7 @@ impl Index {
             }
         };
         let ix = Indexer::new(&self.layout, &self.cfg, &self.verify, self.min_gram_chars);
-        let slot = ix.add(&mut self.segments[idx], &entry, &mut scratch.grams, merge);
+        let slot = ix.add(&mut self.segments[idx], entry, &mut scratch.grams, merge);
         EntryRef { gen, slot }
     }
 

@@ -111,7 +111,7 @@ proptest! {
                 .map(|f| (f.r, f.m.method, f.m.score));
             prop_assert_eq!(got, want, "post {} {:?}", n, text);
             if got.is_none() {
-                let r = idx.insert(*gen, e.clone(), &mut scratch);
+                let r = idx.insert(*gen, &e, &mut scratch);
                 stored.push((r.gen, r.slot, e));
             }
             if seal && n % 37 == 0 {
@@ -149,8 +149,8 @@ fn a_32_bit_hash_collision_does_not_hide_an_exact_match() {
     let mut idx = Index::new(IndexConfig::default(), VerifyConfig::default()).unwrap();
     let mut scratch = Scratch::default();
     // The colliding text first, so that its key is the earlier one.
-    idx.insert(0, entry(1, &b), &mut scratch);
-    idx.insert(0, entry(2, &a), &mut scratch);
+    idx.insert(0, &entry(1, &b), &mut scratch);
+    idx.insert(0, &entry(2, &a), &mut scratch);
     let q = entry(3, &a);
     let query = query_of(&q, &[]);
     let got = idx.find(&query, &mut scratch, &mut QueryStats::default());
@@ -169,8 +169,8 @@ fn generations_after_the_querys_last_are_not_searched() {
     let mut scratch = Scratch::default();
     let text = "一模一样的一段文字，足够长";
     let near = "一模一样的一段文字，足够长！";
-    idx.insert(2, entry(1, near), &mut scratch);
-    idx.insert(5, entry(2, text), &mut scratch);
+    idx.insert(2, &entry(1, near), &mut scratch);
+    idx.insert(5, &entry(2, text), &mut scratch);
     let q = entry(3, text);
     let mut grams = Vec::new();
     crate::index::grams::distinct_bigrams(&q.chars, &mut grams);
@@ -208,9 +208,9 @@ fn a_bucket_scan_keeps_each_tables_newest_slots_within_the_distance() {
         ..entry(n, "甲乙")
     };
     for n in 0..6 {
-        idx.insert(0, tabled(n, fp), &mut scratch);
+        idx.insert(0, &tabled(n, fp), &mut scratch);
     }
-    idx.insert(0, tabled(6, fp ^ 0xf), &mut scratch);
+    idx.insert(0, &tabled(6, fp ^ 0xf), &mut scratch);
     let q = tabled(7, fp);
     let query = query_of(&q, &[]);
     let simhash: Vec<u32> = idx
@@ -289,7 +289,7 @@ fn a_growing_generation_in_direct_form_gives_the_same_simhash_candidates() {
         }
         let fp = fingerprint();
         fps.push(fp);
-        idx.insert(0, tabled(n, fp), &mut scratch);
+        idx.insert(0, &tabled(n, fp), &mut scratch);
     }
     assert!(!idx.segments[0].sealed_tables.is_empty());
     assert!(met > 100, "{met} candidates");

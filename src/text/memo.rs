@@ -7,7 +7,7 @@
 //! written per post and keeps nothing, and a hit is confirmed against the whole text. At most
 //! `SLOTS` segmentations are kept, a few hundred bytes each.
 
-use super::tokenize::WeightedToken;
+use super::tokenize::{WeightedToken, WordPool};
 
 /// Slots of the memo (a power of two).
 const SLOTS: usize = 1 << 14;
@@ -46,26 +46,15 @@ impl Kept {
         }
     }
 
-    /// Writes the tokens to `out`, reusing its words' allocations.
-    fn fill(&self, out: &mut Vec<WeightedToken>) {
-        out.truncate(self.tokens.len());
+    /// Writes the tokens to `out`, their words' strings those `out` held and those `pool`
+    /// keeps.
+    fn fill(&self, out: &mut Vec<WeightedToken>, pool: &mut WordPool) {
+        pool.truncate(out, self.tokens.len());
         let mut start = 0;
         for (i, &(hash, weight, end)) in self.tokens.iter().enumerate() {
             let word = &self.words[start..end as usize];
             start = end as usize;
-            match out.get_mut(i) {
-                Some(t) => {
-                    t.word.clear();
-                    t.word.push_str(word);
-                    t.hash = hash;
-                    t.weight = weight;
-                }
-                None => out.push(WeightedToken {
-                    word: word.to_string(),
-                    hash,
-                    weight,
-                }),
-            }
+            pool.set(out, i, word, hash, weight);
         }
     }
 }
@@ -77,15 +66,22 @@ pub struct SegmentMemo {
 }
 
 impl SegmentMemo {
-    /// Writes the tokens of `text` (whose hash is `hash`) to `out` if the memo keeps them.
+    /// Writes the tokens of `text` (whose hash is `hash`) to `out` if the memo keeps them
+    /// (`Kept::fill`).
     #[inline]
-    pub fn recall(&self, text: &str, hash: u64, out: &mut Vec<WeightedToken>) -> bool {
+    pub fn recall(
+        &self,
+        text: &str,
+        hash: u64,
+        out: &mut Vec<WeightedToken>,
+        pool: &mut WordPool,
+    ) -> bool {
         let Some(slot) = self.slots.get(hash as usize & (SLOTS - 1)) else {
             return false;
         };
         match &slot.kept {
             Some(k) if slot.hash == hash && *k.text == *text => {
-                k.fill(out);
+                k.fill(out, pool);
                 true
             }
             _ => false,
@@ -128,44 +124,46 @@ mod tests {
     #[test]
     fn a_text_is_recalled_from_its_third_sighting_exactly_as_segmented() {
         let mut m = SegmentMemo::default();
+        let mut pool = WordPool::default();
         let (text, toks) = ("地铁二号线停运", tokens(&["地铁", "二号线", "停运"]));
         let mut out = tokens(&["旧", "的", "词", "多", "余"]);
         for _ in 0..2 {
-            assert!(!m.recall(text, 7, &mut out));
+            assert!(!m.recall(text, 7, &mut out, &mut pool));
             m.note(text, 7, &toks);
         }
-        assert!(m.recall(text, 7, &mut out));
+        assert!(m.recall(text, 7, &mut out, &mut pool));
         assert_eq!(out, toks);
         // Fewer reused tokens than kept ones, and none.
         let mut short = tokens(&["x"]);
-        assert!(m.recall(text, 7, &mut short));
+        assert!(m.recall(text, 7, &mut short, &mut pool));
         assert_eq!(short, toks);
         let mut empty = Vec::new();
-        assert!(m.recall(text, 7, &mut empty));
+        assert!(m.recall(text, 7, &mut empty, &mut pool));
         assert_eq!(empty, toks);
         // An empty segmentation is kept too.
         for _ in 0..2 {
             m.note("。。", 9, &[]);
         }
-        assert!(m.recall("。。", 9, &mut out));
+        assert!(m.recall("。。", 9, &mut out, &mut pool));
         assert!(out.is_empty());
     }
 
     #[test]
     fn another_text_with_the_same_hash_or_slot_is_never_recalled_for_it() {
         let mut m = SegmentMemo::default();
+        let mut pool = WordPool::default();
         let toks = tokens(&["地铁"]);
         m.note("地铁", 7, &toks);
         m.note("地铁", 7, &toks);
         let mut out = Vec::new();
-        assert!(!m.recall("公交", 7, &mut out));
-        assert!(!m.recall("地铁", 7 + SLOTS as u64, &mut out));
+        assert!(!m.recall("公交", 7, &mut out, &mut pool));
+        assert!(!m.recall("地铁", 7 + SLOTS as u64, &mut out, &mut pool));
         // A colliding text takes the slot over: the first text is seen afresh.
         m.note("公交", 7, &tokens(&["公交"]));
-        assert!(!m.recall("地铁", 7, &mut out));
-        assert!(!m.recall("公交", 7, &mut out));
+        assert!(!m.recall("地铁", 7, &mut out, &mut pool));
+        assert!(!m.recall("公交", 7, &mut out, &mut pool));
         m.note("公交", 7, &tokens(&["公交"]));
-        assert!(m.recall("公交", 7, &mut out));
+        assert!(m.recall("公交", 7, &mut out, &mut pool));
         assert_eq!(out, tokens(&["公交"]));
     }
 }

@@ -56,6 +56,69 @@ pub struct WeightedToken {
     pub weight: f32,
 }
 
+/// Most strings a `WordPool` keeps.
+const POOL_WORDS: usize = 4096;
+
+/// Strings of the words that token lists dropped, kept to spell the tokens of later posts: a
+/// post with more tokens than the one before it allocated a string for each one past that
+/// count, and a post with fewer freed them (together about 3% of the engine's time on the
+/// scale benchmark's stream). One per analyzing thread, beside the token list it serves.
+#[derive(Debug, Default)]
+pub struct WordPool(Vec<String>);
+
+impl WordPool {
+    /// Sets token `i` of `out` to `word`, `hash` and `weight`; `i` is at most `out.len()`, where
+    /// it is pushed with a kept string.
+    #[inline]
+    pub fn set(
+        &mut self,
+        out: &mut Vec<WeightedToken>,
+        i: usize,
+        word: &str,
+        hash: u64,
+        weight: f32,
+    ) {
+        match out.get_mut(i) {
+            Some(t) => {
+                t.word.clear();
+                t.word.push_str(word);
+                t.hash = hash;
+                t.weight = weight;
+            }
+            None => {
+                let mut kept = self.0.pop().unwrap_or_default();
+                kept.clear();
+                kept.push_str(word);
+                out.push(WeightedToken {
+                    word: kept,
+                    hash,
+                    weight,
+                });
+            }
+        }
+    }
+
+    /// Shortens `out` to `n` tokens, keeping the strings of the words dropped (up to
+    /// `POOL_WORDS` in all).
+    pub fn truncate(&mut self, out: &mut Vec<WeightedToken>, n: usize) {
+        if n >= out.len() {
+            return;
+        }
+        let room = POOL_WORDS.saturating_sub(self.0.len());
+        self.0.extend(out.drain(n..).take(room).map(|t| t.word));
+    }
+
+    /// Strings kept.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when it keeps none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Hashes a token with the persisted seed.
 pub fn token_hash(word: &str) -> u64 {
     xxhash_rust::xxh3::xxh3_64_with_seed(word.as_bytes(), TOKEN_HASH_SEED)
@@ -133,14 +196,14 @@ impl Tokenizer {
     }
 
     /// Segments `normalized` and puts its distinct non-stopword tokens in `out` (replacing what
-    /// it held, whose words' allocations are reused), in order of first occurrence, with weights
-    /// per the configured scheme.
-    pub fn tokenize(&self, normalized: &str, out: &mut Vec<WeightedToken>) {
-        // Tokens found so far are `out[..n]`; the rest are spare, their words reused before a
-        // new one is allocated (a string per token was about 2% of the engine's time).
+    /// it held), in order of first occurrence, with weights per the configured scheme. The
+    /// words' strings are those `out` held and those `pool` keeps, before a new one is
+    /// allocated; the ones left over go to `pool`.
+    pub fn tokenize(&self, normalized: &str, out: &mut Vec<WeightedToken>, pool: &mut WordPool) {
+        // Tokens found so far are `out[..n]`; the rest are spare.
         let mut n = 0;
         if normalized.is_empty() {
-            out.clear();
+            pool.truncate(out, 0);
             return;
         }
         // Each distinct token's place in `out` by hash, once `out` outgrows a linear scan.
@@ -176,24 +239,12 @@ impl Tokenizer {
                     if !places.is_empty() {
                         places.entry(hash).or_insert(n);
                     }
-                    match out.get_mut(n) {
-                        Some(t) => {
-                            t.word.clear();
-                            t.word.push_str(word);
-                            t.hash = hash;
-                            t.weight = 1.0;
-                        }
-                        None => out.push(WeightedToken {
-                            word: word.to_string(),
-                            hash,
-                            weight: 1.0,
-                        }),
-                    }
+                    pool.set(out, n, word, hash, 1.0);
                     n += 1;
                 }
             }
         }
-        out.truncate(n);
+        pool.truncate(out, n);
         if let Some(idf) = &self.idf {
             for t in out.iter_mut() {
                 t.weight *= idf.get(&t.word);
@@ -211,7 +262,7 @@ mod tests {
 
     fn words(t: &Tokenizer, s: &str) -> Vec<String> {
         let mut out = Vec::new();
-        t.tokenize(s, &mut out);
+        t.tokenize(s, &mut out, &mut WordPool::default());
         out.into_iter().map(|t| t.word).collect()
     }
 
@@ -227,7 +278,7 @@ mod tests {
     fn tf_counts_repeats_once_per_distinct_token() {
         let t = Tokenizer::new(Weighting::Tf, "");
         let mut out = Vec::new();
-        t.tokenize("北京北京上海", &mut out);
+        t.tokenize("北京北京上海", &mut out, &mut WordPool::default());
         let bj = out.iter().find(|x| x.word == "北京").map(|x| x.weight);
         assert_eq!(bj, Some(2.0));
         assert_eq!(out.len(), 2);
@@ -240,7 +291,7 @@ mod tests {
         assert!((length_factor(4) - 0.974).abs() < 0.01);
         let t = Tokenizer::new(Weighting::TfidfLen, "");
         let mut out = Vec::new();
-        t.tokenize("北京大学生物系", &mut out);
+        t.tokenize("北京大学生物系", &mut out, &mut WordPool::default());
         assert!(out.iter().all(|x| x.weight > 0.0));
     }
 
@@ -253,7 +304,7 @@ mod tests {
             text.push_str(&format!("转发微博测试第{}号消息abc{} ", i % 700, i % 997));
         }
         let mut got = Vec::new();
-        t.tokenize(&text, &mut got);
+        t.tokenize(&text, &mut got, &mut WordPool::default());
         assert!(got.len() > 10 * SCAN_TOKENS, "{} tokens", got.len());
         // The same, counted with a linear scan all the way.
         let mut want: Vec<WeightedToken> = Vec::new();
@@ -291,13 +342,40 @@ mod tests {
             "转发微博",
             "今天天气很好我们去公园散步吧顺便买点水果回家",
         ];
-        let mut reused = Vec::new();
+        let (mut reused, mut pool) = (Vec::new(), WordPool::default());
         for text in texts.iter().chain(texts.iter().rev()) {
-            t.tokenize(text, &mut reused);
+            t.tokenize(text, &mut reused, &mut pool);
             let mut fresh = Vec::new();
-            t.tokenize(text, &mut fresh);
+            t.tokenize(text, &mut fresh, &mut WordPool::default());
             assert_eq!(reused, fresh, "{text}");
         }
+    }
+
+    #[test]
+    fn the_words_a_post_drops_spell_the_next_posts_tokens() {
+        let t = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
+        let long = "北京大学生物系的同学们今天去上海交通大学参观访问";
+        let (mut out, mut pool) = (Vec::new(), WordPool::default());
+        t.tokenize(long, &mut out, &mut pool);
+        let many = out.len();
+        assert!(many > 4, "{out:?}");
+        let strings = |out: &[WeightedToken]| -> Vec<*const u8> {
+            out.iter().map(|w| w.word.as_ptr()).collect()
+        };
+        let before = strings(&out);
+        t.tokenize("北京上海", &mut out, &mut pool);
+        assert_eq!(out.len(), 2);
+        assert_eq!(pool.len(), many - 2);
+        t.tokenize(long, &mut out, &mut pool);
+        assert!(pool.is_empty());
+        // The same strings, none allocated anew.
+        let (mut after, mut before) = (strings(&out), before);
+        after.sort();
+        before.sort();
+        assert_eq!(after, before);
+        let mut fresh = Vec::new();
+        t.tokenize(long, &mut fresh, &mut WordPool::default());
+        assert_eq!(out, fresh);
     }
 
     #[test]

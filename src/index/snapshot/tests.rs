@@ -138,8 +138,8 @@ fn generations_read_back_answer_as_the_ones_written() {
     // A late entry joins generation 4 in both.
     let mut scratch = Scratch::default();
     for i in 1500..1600 {
-        a.insert(4, entry(4, i), &mut scratch);
-        b.insert(4, entry(4, i), &mut scratch);
+        a.insert(4, &entry(4, i), &mut scratch);
+        b.insert(4, &entry(4, i), &mut scratch);
     }
     assert_eq!(answers(&a), answers(&b));
     // Generation 4 holds late entries now: it is written once they are merged (`settle`), and
