@@ -70,11 +70,12 @@ out, truth_path = sys.argv[1], sys.argv[2]
 run = json.load(open(f"{out}/run.json"))
 truth = {t["id"]: t for t in map(json.loads, open(truth_path))}
 print("\ncheckpoints (interval figures; engine = analysis + decide, timed per post):")
-print(f"{'at':>10} {'live':>11} {'posts':>11} {'wall/s':>8} {'cpu/s':>8} {'engine/s':>9} {'load':>5} {'p50us':>6} {'p99us':>7} "
+print(f"{'at':>10} {'live':>11} {'posts':>11} {'wall/s':>8} {'cpu/s':>8} {'engine/s':>9} {'load':>5} {'p50us':>6} {'p99us':>7} {'pauses':>12} "
       f"{'verif/post':>10} {'rej/post':>8} {'RSS MB':>7} {'B/entry':>7} {'growth':>7}")
 for c in run["run"]["checkpoints"]:
     print(f"{c['at']:>10} {c['live_entries']:>11,} {c['posts']:>11,} {c['wall_posts_per_sec']:>8,.0f} "
           f"{c['cpu_posts_per_sec']:>8,.0f} {c['engine_posts_per_sec']:>9,.0f} {c['load_avg']:>5.1f} {c['p50_us']:>6.1f} {c['p99_us']:>7.1f} "
+          f"{c['pauses']:>5} ({100 * c['pause_share']:>4.1f}%) "
           f"{c['verified_per_post']:>10.2f} {c['verify_rejects_per_post']:>8.2f} {c['rss_bytes']/1e6:>7,.0f} "
           f"{c['rss_per_entry']:>7.0f} {c['rss_growth_per_entry']:>7.0f}")
 r = run["run"]

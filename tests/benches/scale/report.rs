@@ -10,7 +10,13 @@ pub struct Latency {
     counts: Vec<u64>,
     sum: u64,
     n: u64,
+    /// Observations of at least `PAUSE_NS`, and their sum.
+    pauses: u64,
+    pause_sum: u64,
 }
+
+/// A post's time from which it counts as a pause (a generation sealed on the engine's thread).
+pub const PAUSE_NS: u64 = 10_000_000;
 
 const SUB: u32 = 3;
 
@@ -21,6 +27,8 @@ impl Latency {
             counts: vec![0; 64 << SUB],
             sum: 0,
             n: 0,
+            pauses: 0,
+            pause_sum: 0,
         }
     }
 
@@ -48,6 +56,10 @@ impl Latency {
         self.counts[Self::index(ns)] += 1;
         self.sum += ns;
         self.n += 1;
+        if ns >= PAUSE_NS {
+            self.pauses += 1;
+            self.pause_sum += ns;
+        }
     }
 
     /// Removes the observations of `earlier` (a snapshot of this histogram).
@@ -57,6 +69,13 @@ impl Latency {
         }
         self.sum -= earlier.sum;
         self.n -= earlier.n;
+        self.pauses -= earlier.pauses;
+        self.pause_sum -= earlier.pause_sum;
+    }
+
+    /// Observations of at least `PAUSE_NS`, and their share of the sum.
+    pub fn pauses(&self) -> (u64, f64) {
+        (self.pauses, self.pause_sum as f64 / self.sum.max(1) as f64)
     }
 
     /// Sum in nanoseconds.
@@ -216,6 +235,10 @@ pub struct Checkpoint {
     pub p99_us: f64,
     /// 99.9th percentile, us.
     pub p999_us: f64,
+    /// Posts that took at least 10 ms (`PAUSE_NS`: each sealed a generation), and their share
+    /// of the interval's engine time.
+    pub pauses: u64,
+    pub pause_share: f64,
     /// Candidates verified per post (distinct, after the order and id checks).
     pub verified_per_post: f64,
     /// Candidates that failed verification per post.
@@ -249,7 +272,7 @@ impl Checkpoint {
     pub fn line(&self) -> String {
         format!(
             "{:>10} live {:>11}  posts {:>11}  {:>6.1} h  {:>8.0} posts/s wall {:>8.0} cpu {:>8.0} engine (load {:.1})  \
-             p50 {:>6.1} p99 {:>7.1} p99.9 {:>7.1} us  verified/post {:>6.2} rejects/post {:>6.2} read/post {:>6.2} \
+             p50 {:>6.1} p99 {:>7.1} p99.9 {:>7.1} us  pauses {} ({:.1}%)  verified/post {:>6.2} rejects/post {:>6.2} read/post {:>6.2} \
              bucket entries/post {:>7.1}  dup {:>4.1}%  RSS {:>6.0} MB  {:>5.0} B/entry ({:>5.0} growth, {:>5.0} index est.: {})",
             self.at,
             self.live_entries,
@@ -262,6 +285,8 @@ impl Checkpoint {
             self.p50_us,
             self.p99_us,
             self.p999_us,
+            self.pauses,
+            100.0 * self.pause_share,
             self.verified_per_post,
             self.verify_rejects_per_post,
             self.reads_per_post,
