@@ -59,10 +59,10 @@ pub struct WeightedToken {
 /// Most strings a `WordPool` keeps.
 const POOL_WORDS: usize = 4096;
 
-/// Strings of the words that token lists dropped, kept to spell the tokens of later posts: a
-/// post with more tokens than the one before it allocated a string for each one past that
-/// count, and a post with fewer freed them (together about 3% of the engine's time on the
-/// scale benchmark's stream). One per analyzing thread, beside the token list it serves.
+/// Strings of the words that token lists dropped, kept to spell the tokens of later posts:
+/// without it, a post with more tokens than the one before allocated a string for each one past
+/// that count, and a post with fewer freed them. One per analyzing thread, beside the token list
+/// it serves.
 #[derive(Debug, Default)]
 pub struct WordPool(Vec<String>);
 
