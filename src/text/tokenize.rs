@@ -78,24 +78,15 @@ impl WordPool {
         hash: u64,
         weight: f32,
     ) {
-        match out.get_mut(i) {
-            Some(t) => {
-                t.word.clear();
-                t.word.push_str(word);
-                t.hash = hash;
-                t.weight = weight;
-            }
-            None => {
-                let mut kept = self.0.pop().unwrap_or_default();
-                kept.clear();
-                kept.push_str(word);
-                out.push(WeightedToken {
-                    word: kept,
-                    hash,
-                    weight,
-                });
-            }
+        if i == out.len() {
+            let word = self.0.pop().unwrap_or_default();
+            out.push(WeightedToken { word, hash, weight });
         }
+        let t = &mut out[i];
+        t.word.clear();
+        t.word.push_str(word);
+        t.hash = hash;
+        t.weight = weight;
     }
 
     /// Shortens `out` to `n` tokens, keeping the strings of the words dropped (up to

@@ -15,7 +15,8 @@ pub struct Latency {
     pause_sum: u64,
 }
 
-/// A post's time from which it counts as a pause (a generation sealed on the engine's thread).
+/// A post's time from which it counts as a pause (a generation sealed, or a growing one's
+/// structures merged or grown, on the engine's thread).
 pub const PAUSE_NS: u64 = 10_000_000;
 
 const SUB: u32 = 3;
@@ -235,8 +236,8 @@ pub struct Checkpoint {
     pub p99_us: f64,
     /// 99.9th percentile, us.
     pub p999_us: f64,
-    /// Posts that took at least 10 ms (`PAUSE_NS`: each sealed a generation), and their share
-    /// of the interval's engine time.
+    /// Posts that took at least `PAUSE_NS` (10 ms), and their share of the interval's engine
+    /// time.
     pub pauses: u64,
     pub pause_share: f64,
     /// Candidates verified per post (distinct, after the order and id checks).

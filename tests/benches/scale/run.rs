@@ -109,6 +109,7 @@ impl<'t> Runner<'t> {
         lat.subtract(&self.mark.lat);
         let live = self.engine.index().len();
         let rss = rss_bytes();
+        let (pauses, pause_share) = lat.pauses();
         let c = Checkpoint {
             at: at.to_string(),
             live_entries: live,
@@ -122,8 +123,8 @@ impl<'t> Runner<'t> {
             p50_us: lat.quantile_us(0.5),
             p99_us: lat.quantile_us(0.99),
             p999_us: lat.quantile_us(0.999),
-            pauses: lat.pauses().0,
-            pause_share: lat.pauses().1,
+            pauses,
+            pause_share,
             verified_per_post: per(s.candidates - m.candidates),
             verify_rejects_per_post: per(s.verify_rejects - m.verify_rejects),
             reads_per_post: per((s.candidates - s.gate_rejects) - (m.candidates - m.gate_rejects)),
