@@ -272,7 +272,50 @@ fn idle_markers(k: &KafkaConfig) -> std::collections::BTreeSet<u32> {
 // pipeline's.
 #[test]
 fn a_dedup_worker_started_before_the_route_stage_takes_no_partition_as_idle() {
-    let (_cluster, mut k) = mock_cluster(1_000);
+    // The group's first assignment, then several times `idle_after_ms`, short of the ten after
+    // which a route group that never committed anything counts as absent.
+    let (idle_before_routing, got, _) = route_after_dedup(1_000, Duration::from_millis(6_000));
+    assert!(
+        idle_before_routing.is_empty(),
+        "partitions declared idle before routing: {idle_before_routing:?}"
+    );
+    assert_eq!(got, file_verdicts_of_the_sample());
+}
+
+// The end of a backlog is decided once the route group has routed it, not `idle_after_ms`
+// after the last routed record: a dedup worker without a route stage in its process takes an
+// empty partition fetched to its end as idle once the route group's commits confirm that the
+// raw topic is routed past that partition's last record.
+#[test]
+fn a_dedup_worker_decides_the_end_of_a_backlog_once_it_is_routed() {
+    let idle_after = Duration::from_secs(60);
+    let (_, got, took) = route_after_dedup(idle_after.as_millis() as u64, Duration::from_secs(2));
+    assert_eq!(got, file_verdicts_of_the_sample());
+    assert!(
+        took < idle_after / 3,
+        "the backlog took {took:?} from the route stage's start"
+    );
+}
+
+/// The verdicts of the file pipeline on the sample posts.
+fn file_verdicts_of_the_sample() -> BTreeMap<String, String> {
+    let dir = tempfile::tempdir().unwrap();
+    file_verdicts(dir.path(), &data("sample_posts.jsonl"))
+}
+
+/// Produces the sample posts, starts a dedup worker without a route stage (`idle_after_ms`
+/// as given) and, `delay` later, a route worker. Returns the partitions with idle markers when
+/// the route worker started, every verdict once all are out (within 60 s), and how long after
+/// the route worker's start they were.
+fn route_after_dedup(
+    idle_after_ms: u64,
+    delay: Duration,
+) -> (
+    std::collections::BTreeSet<u32>,
+    BTreeMap<String, String>,
+    Duration,
+) {
+    let (_cluster, mut k) = mock_cluster(idle_after_ms);
     k.wake_grace_ms = 0;
     let input = data("sample_posts.jsonl");
     tools::produce(&k, &k.input_topic, None, input.to_str().unwrap()).unwrap();
@@ -283,33 +326,27 @@ fn a_dedup_worker_started_before_the_route_stage_takes_no_partition_as_idle() {
     .stages();
     let tokenizer = Tokenizer::new(Weighting::Tf, DEFAULT_STOPWORDS);
     let stop = AtomicBool::new(false);
-    let (idle_before_routing, got) = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let d = s.spawn(|| dedup::run(&k, &cfg, &stop, None, None));
-        // The group's first assignment, then several times `idle_after_ms`, short of the ten
-        // after which a route group that never committed anything counts as absent.
-        std::thread::sleep(Duration::from_millis(6_000));
+        std::thread::sleep(delay);
         let idle = idle_markers(&k);
+        let started = Instant::now();
         let r = s.spawn(|| route::run(&k, &cfg, &tokenizer, &stop, None));
-        let deadline = Instant::now() + Duration::from_secs(60);
+        let deadline = started + Duration::from_secs(60);
         let mut got = BTreeMap::new();
         while Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(500));
+            std::thread::sleep(Duration::from_millis(250));
             got = exported(&k);
             if got.len() - 1 + got["<rejected>"].parse::<usize>().unwrap() >= 31 {
                 break;
             }
         }
+        let took = started.elapsed();
         stop.store(true, Ordering::Relaxed);
         r.join().unwrap().unwrap();
         d.join().unwrap().unwrap();
-        (idle, got)
-    });
-    assert!(
-        idle_before_routing.is_empty(),
-        "partitions declared idle before routing: {idle_before_routing:?}"
-    );
-    let dir = tempfile::tempdir().unwrap();
-    assert_eq!(got, file_verdicts(dir.path(), &input));
+        (idle, got, took)
+    })
 }
 
 // A dedup worker with a state dir writes the generations it seals whole after the checkpoint

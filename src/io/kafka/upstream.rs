@@ -128,16 +128,27 @@ impl RouteWatch {
         })
     }
 
-    /// Whether everything the raw topic held at or after `since` is known routed, `settle`
-    /// ago at least. Asking starts the broker requests when it is not known yet. When the route
-    /// group has shown no committed offset for `give_up` since the watch started (no route
-    /// stage in this group), the answer is yes, with a warning.
-    pub(crate) fn routed_since(&self, since: Instant, settle: Duration, give_up: Duration) -> bool {
+    /// Whether the route group's commits have confirmed that everything the raw topic held at
+    /// or after `since` is routed, `settle` ago at least: `routed_since` without its fallback.
+    /// Asking starts the broker requests when it is not known yet.
+    pub(crate) fn confirmed_since(&self, since: Instant, settle: Duration) -> bool {
         let s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
         if s.confirmed.confirm(since, Instant::now(), settle) {
             return true;
         }
         self.wanted.store(true, Ordering::Relaxed);
+        false
+    }
+
+    /// Whether everything the raw topic held at or after `since` is known routed, `settle`
+    /// ago at least. Asking starts the broker requests when it is not known yet. When the route
+    /// group has shown no committed offset for `give_up` since the watch started (no route
+    /// stage in this group), the answer is yes, with a warning.
+    pub(crate) fn routed_since(&self, since: Instant, settle: Duration, give_up: Duration) -> bool {
+        if self.confirmed_since(since, settle) {
+            return true;
+        }
+        let s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
         if !s.route_seen && self.started.elapsed() >= give_up {
             if !self.warned.swap(true, Ordering::Relaxed) {
                 tracing::warn!(

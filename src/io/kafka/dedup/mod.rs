@@ -11,8 +11,8 @@
 //! only on the routed topic's contents, not on which worker owned which partition, when it ran,
 //! or how often it restarted. One exception: a partition that fell idle (caught up for
 //! `idle_after_ms`, or taken over where its previous owner's last marker left it idle, with
-//! nothing new since, or fetched to its end while this process's route stage, the only one,
-//! has everything it read on the routed topic) stops holding others back, so records arriving
+//! nothing new since, or fetched to its end once everything the raw topic held since its last
+//! record is routed) stops holding others back, so records arriving
 //! on it later may be decided in another order than in a replay. For `kafka.wake_grace_ms` after
 //! a record arrives on a quiet partition of this worker, no partition counts as idle
 //! (`merge::Wake`): the first records of a burst after silence are decided in order.
@@ -345,13 +345,21 @@ impl<'a> Worker<'a> {
             || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
     }
 
-    /// Whether owned partition `q` has nothing more coming, without waiting out
-    /// `idle_after_ms` (the end of a backlog): this process's route stage is the only one and
-    /// has been caught up for `UPSTREAM_SETTLE` (everything bound for the routed topic is on
-    /// it), this worker has polled past the last envelope that stage delivered to `q`, and to
-    /// the high watermark its fetches last reported (the records of earlier route workers).
-    fn drained(&self, q: u32, fetch: &client::FetchProgress) -> bool {
-        let Some(r) = self.routing else { return false };
+    /// Whether owned partition `q`, whose last record came at `since`, has nothing more coming,
+    /// without waiting out `idle_after_ms` (the end of a backlog): this process's route stage
+    /// is the only one and has been caught up for `UPSTREAM_SETTLE`, and this worker has polled
+    /// past the last envelope it delivered to `q` and to the high watermark its fetches last
+    /// reported (earlier route workers' records). Without a route stage here: the route group's
+    /// commits confirmed, `UPSTREAM_SETTLE` ago, that the raw topic is routed past `since`
+    /// (never the watch's fallback), and this worker has polled to the reported high watermark.
+    fn drained(&self, q: u32, fetch: &client::FetchProgress, since: Instant) -> bool {
+        let Some(r) = self.routing else {
+            return fetch.caught_up()
+                && self
+                    .upstream
+                    .as_ref()
+                    .is_some_and(|u| u.confirmed_since(since, UPSTREAM_SETTLE));
+        };
         r.sole.load(Ordering::Relaxed)
             && self
                 .caught_up_since
@@ -379,7 +387,7 @@ impl<'a> Worker<'a> {
             && head.is_none()
             && (o.last_record.elapsed() >= idle_after
                 || (o.idle_before && o.fetch.caught_up())
-                || self.drained(q, &o.fetch))
+                || self.drained(q, &o.fetch, o.last_record))
             && o.fetch.may_be_caught_up()
             && self.upstream_quiet(idle_after, o.last_record);
         let watermark = self.engine.watermarks().get(&q).copied();
