@@ -1,0 +1,108 @@
+//! When an owned routed partition with nothing buffered stops holding the others back
+//! (`Worker::bound`): after `idle_after_ms` without a record, or sooner once nothing can still be
+//! on its way to it, as this process's route stage or the route group's commits tell
+//! (`upstream::RouteWatch`).
+
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::super::client;
+use super::super::gate::{self, Bound};
+use super::Worker;
+
+/// The wait for this process's route stage (see `run`) is given up after this many times
+/// `idle_after_ms`.
+const ROUTING_WAIT_FACTOR: u32 = 10;
+
+/// How long this process's route stage must have been caught up (everything it read is on the
+/// routed topic), or the route group's commits found the raw topic routed, before an empty
+/// partition counts as quiet: this worker's fetches (every `fetch.wait.max.ms`, 10 ms by
+/// default) must have reported the high watermarks since.
+const UPSTREAM_SETTLE: Duration = Duration::from_millis(250);
+
+impl Worker<'_> {
+    /// Notes the state of this process's route stage, if it has one.
+    pub(super) fn watch_route(&mut self) {
+        let Some(r) = self.routing else { return };
+        let now = Instant::now();
+        if self.routing_since.is_none() && r.routing.load(Ordering::Relaxed) {
+            self.routing_since = Some(now);
+        }
+        if r.caught_up.load(Ordering::Acquire) {
+            self.caught_up_since.get_or_insert(now);
+        } else {
+            self.caught_up_since = None;
+        }
+    }
+
+    /// Whether an empty partition quiet since `since` is really quiet upstream. With this
+    /// process's route stage: it has been routing for `idle_after`, or caught up for
+    /// `UPSTREAM_SETTLE` (or the wait for it was given up). Without: the route group had routed
+    /// everything the raw topic held at some instant since then (`upstream`).
+    fn upstream_quiet(&self, idle_after: Duration, since: Instant) -> bool {
+        if let Some(u) = &self.upstream {
+            return u.routed_since(since, UPSTREAM_SETTLE, idle_after * ROUTING_WAIT_FACTOR);
+        }
+        let held = |t: Option<Instant>, d| t.is_some_and(|t| t.elapsed() >= d);
+        held(self.routing_since, idle_after)
+            || held(self.caught_up_since, UPSTREAM_SETTLE)
+            || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
+    }
+
+    /// Whether owned partition `q`, whose last record came at `since`, has nothing more coming,
+    /// without waiting out `idle_after_ms` (the end of a backlog): this process's route stage
+    /// is the only one and has been caught up for `UPSTREAM_SETTLE`, and this worker has polled
+    /// past the last envelope it delivered to `q` and to the high watermark its fetches last
+    /// reported (earlier route workers' records). Without a route stage here: the route group's
+    /// commits confirmed, `UPSTREAM_SETTLE` ago, that the raw topic is routed past `since`
+    /// (never the watch's fallback), and this worker has polled to the reported high watermark.
+    fn drained(&self, q: u32, fetch: &client::FetchProgress, since: Instant) -> bool {
+        let Some(r) = self.routing else {
+            return fetch.caught_up()
+                && self
+                    .upstream
+                    .as_ref()
+                    .is_some_and(|u| u.confirmed_since(since, UPSTREAM_SETTLE));
+        };
+        r.sole.load(Ordering::Relaxed)
+            && self
+                .caught_up_since
+                .is_some_and(|t| t.elapsed() >= UPSTREAM_SETTLE)
+            && fetch.caught_up()
+            && r.delivered
+                .end(q)
+                .is_none_or(|end| fetch.polled_to().is_some_and(|at| at >= end))
+    }
+
+    /// What is known about partition `q` (see `gate`). For `wake_grace_ms` after an owned
+    /// partition woke up, no partition counts as idle: an owned one is bounded by where it
+    /// stands, another worker's by its last marker's record (`Progress::bound_held`).
+    pub(super) fn bound(&self, q: u32) -> Bound {
+        let settled = self.wake.settled();
+        let Some(o) = self.owned.get(&q) else {
+            return match settled {
+                true => self.progress.bound(q),
+                false => self.progress.bound_held(q),
+            };
+        };
+        let head = self.head_key(q);
+        let idle_after = Duration::from_millis(self.k.idle_after_ms);
+        let quiet = settled
+            && head.is_none()
+            && (o.last_record.elapsed() >= idle_after
+                || (o.idle_before && o.fetch.caught_up())
+                || self.drained(q, &o.fetch, o.last_record))
+            && o.fetch.may_be_caught_up()
+            && self.upstream_quiet(idle_after, o.last_record);
+        let watermark = self.engine.watermarks().get(&q).copied();
+        let arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
+        gate::local_bound(
+            q,
+            head,
+            quiet,
+            o.started,
+            (watermark, arrival),
+            o.next_offset,
+        )
+    }
+}
