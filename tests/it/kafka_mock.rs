@@ -272,9 +272,11 @@ fn idle_markers(k: &KafkaConfig) -> std::collections::BTreeSet<u32> {
 // pipeline's.
 #[test]
 fn a_dedup_worker_started_before_the_route_stage_takes_no_partition_as_idle() {
-    // The group's first assignment, then several times `idle_after_ms`, short of the ten after
-    // which a route group that never committed anything counts as absent.
-    let (idle_before_routing, got, _) = route_after_dedup(1_000, Duration::from_millis(6_000));
+    // The group's first assignment, then three times `idle_after_ms`. The route group's first
+    // commit (its join, about 4 s on the mock, then a second) must come well before ten times
+    // `idle_after_ms` since the dedup worker's start, after which a route group that never
+    // committed anything counts as absent and empty partitions would be told idle by time only.
+    let (idle_before_routing, got, _) = route_after_dedup(2_000, Duration::from_millis(6_000));
     assert!(
         idle_before_routing.is_empty(),
         "partitions declared idle before routing: {idle_before_routing:?}"

@@ -505,6 +505,11 @@ impl FetchProgress {
         self.polled_to
     }
 
+    /// Where consumption started after the assignment (see `new`).
+    pub fn start(&self) -> Option<Option<i64>> {
+        self.start
+    }
+
     /// Compares the position with librdkafka's cached watermarks (no request).
     pub fn refresh<C: ConsumerContext>(&mut self, consumer: &BaseConsumer<C>, topic: &str, p: u32) {
         let marks = cached_watermarks(consumer.client(), topic, p);

@@ -12,7 +12,9 @@
 //! to know: each round reads the route group's committed offsets, which confirm the newest
 //! earlier watermark snapshot they reach, then the raw topic's high watermarks, the next
 //! snapshot. (On a stream that keeps flowing, commits never reach the watermarks of their own
-//! instant.)
+//! instant.) Right after commits confirm a snapshot, the round reads the routed topic's high
+//! watermarks: every envelope of the confirmed raw records lies below them, so a routed partition
+//! that the worker has fetched up to its mark holds nothing more from them (`Confirmation`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -64,26 +66,57 @@ fn keep_newest<T>(kept: &mut VecDeque<T>, item: T, max: usize) {
     }
 }
 
-/// Instants at which everything the raw topic held was found routed: `(t0, t1)`, the high
-/// watermarks read at `t0`, the committed offsets that reached them read at `t1`.
+/// Everything the raw topic held at `t0` found routed: the route group's commits reached the
+/// raw high watermarks read at `t0`, and `routed` holds the routed topic's low and high
+/// watermarks read after those commits. Every envelope of a raw record of `t0` lies below
+/// `routed`'s high watermark of its partition.
+#[derive(Clone, Debug)]
+pub(crate) struct Confirmation {
+    pub(crate) t0: Instant,
+    pub(crate) routed: Marks,
+}
+
+/// Where a consumer of a routed partition stands: one past the last record it polled since its
+/// assignment, else where it started (`Some(None)`: the log start; `None`: unknown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Position {
+    pub(crate) polled_to: Option<u64>,
+    pub(crate) start: Option<Option<i64>>,
+}
+
+impl Confirmation {
+    /// Whether a consumer at `at` on routed partition `q` has polled every record below the
+    /// high watermark read: past it, or started at or past it, or started at the log start of a
+    /// partition that held nothing then. Unknown when the marks of `q` are missing.
+    pub(crate) fn fetched(&self, q: u32, at: Position) -> bool {
+        let Some(&(low, high)) = self.routed.get(&q) else {
+            return false;
+        };
+        match (at.polled_to, at.start) {
+            (Some(next), _) => next as i64 >= high,
+            (None, Some(Some(committed))) => committed >= high,
+            (None, Some(None)) => low >= high,
+            (None, None) => false,
+        }
+    }
+}
+
+/// The newest confirmations (at most `KEPT`).
 #[derive(Debug, Default)]
 pub(crate) struct Confirmations {
-    kept: VecDeque<(Instant, Instant)>,
+    kept: VecDeque<Confirmation>,
 }
 
 impl Confirmations {
     /// Notes a confirmation.
-    pub(crate) fn note(&mut self, t0: Instant, t1: Instant) {
-        keep_newest(&mut self.kept, (t0, t1), KEPT);
+    pub(crate) fn note(&mut self, c: Confirmation) {
+        keep_newest(&mut self.kept, c, KEPT);
     }
 
     /// Whether everything the raw topic held at some instant at or after `since` was found
-    /// routed at least `settle` before `now` (so that the routed partitions' fetches have
-    /// reported the high watermarks since).
-    pub(crate) fn confirm(&self, since: Instant, now: Instant, settle: Duration) -> bool {
-        self.kept
-            .iter()
-            .any(|(t0, t1)| *t0 >= since && now.saturating_duration_since(*t1) >= settle)
+    /// routed, and a consumer at `at` on routed partition `q` has polled every envelope of it.
+    pub(crate) fn confirm(&self, since: Instant, q: u32, at: Position) -> bool {
+        self.kept.iter().any(|c| c.t0 >= since && c.fetched(q, at))
     }
 }
 
@@ -105,7 +138,8 @@ pub(crate) struct RouteWatch {
 }
 
 impl RouteWatch {
-    /// Starts watching the route group of `k` (`<group_id>.route`) on `k.input_topic`.
+    /// Starts watching the route group of `k` (`<group_id>.route`) on `k.input_topic`, and the
+    /// routed topic's watermarks.
     pub(crate) fn start(k: &KafkaConfig) -> Result<RouteWatch, KafkaError> {
         let mut config = client::consumer_config(k, &format!("{}.route", k.group_id));
         // It only reads the group's offsets: it never joins, and never commits.
@@ -113,10 +147,10 @@ impl RouteWatch {
         let consumer: BaseConsumer = config.create()?;
         let (shared, wanted, stop) = Default::default();
         let (s, w, st) = (Arc::clone(&shared), Arc::clone(&wanted), Arc::clone(&stop));
-        let topic = k.input_topic.clone();
+        let topics = (k.input_topic.clone(), k.routed_topic.clone());
         let thread = std::thread::Builder::new()
             .name("route-watch".into())
-            .spawn(move || watch(&consumer, &topic, &s, &w, &st))
+            .spawn(move || watch(&consumer, &topics, &s, &w, &st))
             .map_err(|e| KafkaError::Config(format!("cannot start the route watch: {e}")))?;
         Ok(RouteWatch {
             shared,
@@ -129,23 +163,30 @@ impl RouteWatch {
     }
 
     /// Whether the route group's commits have confirmed that everything the raw topic held at
-    /// or after `since` is routed, `settle` ago at least: `routed_since` without its fallback.
-    /// Asking starts the broker requests when it is not known yet.
-    pub(crate) fn confirmed_since(&self, since: Instant, settle: Duration) -> bool {
+    /// or after `since` is routed, and a consumer at `at` on routed partition `q` has polled
+    /// all of it that went to `q`: `routed_since` without its fallback. Asking starts the
+    /// broker requests when it is not known yet.
+    pub(crate) fn confirmed_since(&self, since: Instant, q: u32, at: Position) -> bool {
         let s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
-        if s.confirmed.confirm(since, Instant::now(), settle) {
+        if s.confirmed.confirm(since, q, at) {
             return true;
         }
         self.wanted.store(true, Ordering::Relaxed);
         false
     }
 
-    /// Whether everything the raw topic held at or after `since` is known routed, `settle`
-    /// ago at least. Asking starts the broker requests when it is not known yet. When the route
-    /// group has shown no committed offset for `give_up` since the watch started (no route
-    /// stage in this group), the answer is yes, with a warning.
-    pub(crate) fn routed_since(&self, since: Instant, settle: Duration, give_up: Duration) -> bool {
-        if self.confirmed_since(since, settle) {
+    /// Whether everything the raw topic held at or after `since` is known routed, and polled
+    /// from `q` by a consumer at `at` (`confirmed_since`). When the route group has shown no
+    /// committed offset for `give_up` since the watch started (no route stage in this group),
+    /// the answer is yes, with a warning.
+    pub(crate) fn routed_since(
+        &self,
+        since: Instant,
+        q: u32,
+        at: Position,
+        give_up: Duration,
+    ) -> bool {
+        if self.confirmed_since(since, q, at) {
             return true;
         }
         let s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
@@ -172,7 +213,7 @@ impl Drop for RouteWatch {
 
 fn watch(
     consumer: &BaseConsumer,
-    topic: &str,
+    topics: &(String, String),
     shared: &Mutex<Shared>,
     wanted: &AtomicBool,
     stop: &AtomicBool,
@@ -184,12 +225,12 @@ fn watch(
             continue;
         }
         let round = Instant::now();
-        match ask(consumer, topic, &mut pending) {
+        match ask(consumer, topics, &mut pending) {
             Ok((confirmed, seen)) => {
                 let mut s = shared.lock().unwrap_or_else(|e| e.into_inner());
                 s.route_seen |= seen;
-                if let Some((t0, t1)) = confirmed {
-                    s.confirmed.note(t0, t1);
+                if let Some(c) = confirmed {
+                    s.confirmed.note(c);
                 }
             }
             Err(e) => tracing::debug!(error = %e, "route group offsets unknown"),
@@ -199,34 +240,51 @@ fn watch(
 }
 
 /// One round: reads the route group's committed offsets and confirms the newest watermark
-/// snapshot they reach (`Snapshots::confirmed_by`), then reads the raw topic's watermarks as the
-/// next snapshot. Returns the confirmation `(t0, t1)`, if any, and whether the group has
-/// committed any offset or the topic is empty. On a stream that keeps flowing, the committed
-/// offsets never reach the watermarks of the same instant (the route group commits once a
-/// second): they reach a snapshot taken a moment before.
+/// snapshot they reach (`Snapshots::confirmed_by`), with the routed topic's watermarks read
+/// right after, then reads the raw topic's watermarks as the next snapshot. Returns the
+/// confirmation, if any, and whether the group has committed any offset or the raw topic is
+/// empty. On a stream that keeps flowing, the committed offsets never reach the watermarks of
+/// the same instant (the route group commits once a second): they reach a snapshot taken a
+/// moment before.
 fn ask(
     consumer: &BaseConsumer,
-    topic: &str,
+    (raw, routed): &(String, String),
     pending: &mut Snapshots,
-) -> Result<(Option<(Instant, Instant)>, bool), KafkaError> {
-    let partitions: Vec<u32> =
-        (0..client::partition_count(consumer, topic, REQUEST_TIMEOUT)? as u32).collect();
-    let committed = client::committed_offsets(consumer, topic, &partitions, REQUEST_TIMEOUT)?;
-    let t1 = Instant::now();
-    let confirmed = pending.confirmed_by(&committed).map(|t0| (t0, t1));
+) -> Result<(Option<Confirmation>, bool), KafkaError> {
+    let partitions = partitions_of(consumer, raw)?;
+    let committed = client::committed_offsets(consumer, raw, &partitions, REQUEST_TIMEOUT)?;
+    let confirmed = match pending.confirmed_by(&committed) {
+        Some(t0) => Some(Confirmation {
+            t0,
+            routed: watermarks(consumer, routed, &partitions_of(consumer, routed)?)?,
+        }),
+        None => None,
+    };
     let t0 = Instant::now();
-    let mut marks = BTreeMap::new();
-    for p in &partitions {
-        marks.insert(
-            *p,
-            consumer.fetch_watermarks(topic, *p as i32, REQUEST_TIMEOUT)?,
-        );
-    }
+    let marks = watermarks(consumer, raw, &partitions)?;
     let empty = marks.values().all(|(low, high)| low >= high);
-    if !partitions.is_empty() {
+    if !marks.is_empty() {
         pending.push(t0, marks);
     }
     Ok((confirmed, empty || committed.values().any(Option::is_some)))
+}
+
+/// The partitions of `topic` (a metadata request).
+fn partitions_of(consumer: &BaseConsumer, topic: &str) -> Result<Vec<u32>, KafkaError> {
+    Ok((0..client::partition_count(consumer, topic, REQUEST_TIMEOUT)? as u32).collect())
+}
+
+/// The low and high watermarks of `parts` of `topic` (requests).
+fn watermarks(consumer: &BaseConsumer, topic: &str, parts: &[u32]) -> Result<Marks, KafkaError> {
+    parts
+        .iter()
+        .map(|p| {
+            Ok((
+                *p,
+                consumer.fetch_watermarks(topic, *p as i32, REQUEST_TIMEOUT)?,
+            ))
+        })
+        .collect()
 }
 
 /// Watermark snapshots of the raw topic not yet reached by the route group's commits, oldest
@@ -296,27 +354,53 @@ mod tests {
     }
 
     #[test]
-    fn a_confirmation_counts_only_from_its_watermarks_on_and_once_settled() {
+    fn a_confirmation_counts_from_its_watermarks_on_once_the_routed_marks_are_polled() {
         let base = Instant::now();
         let at = |ms: u64| base + Duration::from_millis(ms);
-        let settle = Duration::from_millis(250);
+        let routed = |high: i64| -> Marks { [(0, (0, high)), (1, (4, 4))].into() };
+        let polled = |next: u64| Position {
+            polled_to: Some(next),
+            start: Some(None),
+        };
         let mut c = Confirmations::default();
-        assert!(!c.confirm(at(0), at(10_000), settle));
-        // Watermarks read at 1 s, found routed at 1.5 s.
-        c.note(at(1_000), at(1_500));
-        // Not before it settled.
-        assert!(!c.confirm(at(500), at(1_600), settle));
-        assert!(c.confirm(at(500), at(1_750), settle));
-        assert!(c.confirm(at(1_000), at(1_750), settle));
+        assert!(!c.confirm(at(0), 0, polled(100)));
+        // Raw watermarks read at 1 s found routed; partition 0 then held 10 records.
+        c.note(Confirmation {
+            t0: at(1_000),
+            routed: routed(10),
+        });
+        // Not before the consumer has polled all 10, however long ago the commits came.
+        assert!(!c.confirm(at(500), 0, polled(9)));
+        assert!(c.confirm(at(500), 0, polled(10)));
+        assert!(c.confirm(at(1_000), 0, polled(10)));
+        // Nothing polled yet: where it started tells.
+        let started = |start| Position {
+            polled_to: None,
+            start,
+        };
+        assert!(c.confirm(at(500), 0, started(Some(Some(10)))));
+        assert!(!c.confirm(at(500), 0, started(Some(Some(3)))));
+        assert!(!c.confirm(at(500), 0, started(Some(None))));
+        assert!(!c.confirm(at(500), 0, started(None)));
+        // Partition 1 held nothing past its log start; a partition without marks is unknown.
+        assert!(c.confirm(at(500), 1, started(Some(None))));
+        assert!(!c.confirm(at(500), 2, polled(1_000)));
         // A partition quiet since after the watermarks were read needs a newer confirmation.
-        assert!(!c.confirm(at(1_001), at(5_000), settle));
-        c.note(at(2_000), at(2_100));
-        assert!(c.confirm(at(1_001), at(5_000), settle));
+        assert!(!c.confirm(at(1_001), 0, polled(10)));
+        c.note(Confirmation {
+            t0: at(2_000),
+            routed: routed(12),
+        });
+        assert!(!c.confirm(at(1_001), 0, polled(10)));
+        assert!(c.confirm(at(1_001), 0, polled(12)));
         // Only the newest are kept.
         for i in 0..KEPT as u64 {
-            c.note(at(3_000 + i), at(3_100 + i));
+            c.note(Confirmation {
+                t0: at(3_000 + i),
+                routed: routed(20),
+            });
         }
-        assert!(!c.confirm(at(500), at(3_000), settle));
-        assert!(c.confirm(at(500), at(4_000), settle));
+        assert!(!c.confirm(at(500), 0, polled(12)));
+        assert!(c.confirm(at(500), 0, polled(20)));
     }
 }

@@ -1,13 +1,15 @@
 //! When an owned routed partition with nothing buffered stops holding the others back
 //! (`Worker::bound`): after `idle_after_ms` without a record, or sooner once nothing can still be
 //! on its way to it, as this process's route stage or the route group's commits tell
-//! (`upstream::RouteWatch`).
+//! (`upstream::RouteWatch`): the partition has then been polled past every envelope either has
+//! put on it.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::super::client;
+use super::super::client::FetchProgress;
 use super::super::gate::{self, Bound};
+use super::super::upstream::Position;
 use super::Worker;
 
 /// The wait for this process's route stage (see `run`) is given up after this many times
@@ -15,10 +17,19 @@ use super::Worker;
 const ROUTING_WAIT_FACTOR: u32 = 10;
 
 /// How long this process's route stage must have been caught up (everything it read is on the
-/// routed topic), or the route group's commits found the raw topic routed, before an empty
-/// partition counts as quiet: this worker's fetches (every `fetch.wait.max.ms`, 10 ms by
-/// default) must have reported the high watermarks since.
+/// routed topic) before an empty partition counts as quiet: this worker's fetches (every
+/// `fetch.wait.max.ms`, 10 ms by default) must have reported the high watermarks since, which
+/// cover what other or earlier route workers put there. (What this process's route stage put
+/// there is known exactly: `DeliveredEnds`.)
 const UPSTREAM_SETTLE: Duration = Duration::from_millis(250);
+
+/// Where the consumer of a routed partition stands, for `upstream::RouteWatch`.
+fn position(fetch: &FetchProgress) -> Position {
+    Position {
+        polled_to: fetch.polled_to(),
+        start: fetch.start(),
+    }
+}
 
 impl Worker<'_> {
     /// Notes the state of this process's route stage, if it has one.
@@ -35,18 +46,37 @@ impl Worker<'_> {
         }
     }
 
-    /// Whether an empty partition quiet since `since` is really quiet upstream. With this
-    /// process's route stage: it has been routing for `idle_after`, or caught up for
-    /// `UPSTREAM_SETTLE` (or the wait for it was given up). Without: the route group had routed
-    /// everything the raw topic held at some instant since then (`upstream`).
-    fn upstream_quiet(&self, idle_after: Duration, since: Instant) -> bool {
+    /// Whether empty partition `q`, quiet since `since`, is really quiet upstream. With this
+    /// process's route stage: it has been routing for `idle_after`, or has been caught up for
+    /// `UPSTREAM_SETTLE` and `q` has been polled past what it delivered there (or the wait for
+    /// it was given up). Without: the
+    /// route group had routed everything the raw topic held at some instant since then, and `q`
+    /// has been polled past the routed high watermark read after that (`upstream`).
+    fn upstream_quiet(
+        &self,
+        q: u32,
+        fetch: &FetchProgress,
+        idle_after: Duration,
+        since: Instant,
+    ) -> bool {
+        let give_up = idle_after * ROUTING_WAIT_FACTOR;
         if let Some(u) = &self.upstream {
-            return u.routed_since(since, UPSTREAM_SETTLE, idle_after * ROUTING_WAIT_FACTOR);
+            return u.routed_since(since, q, position(fetch), give_up);
         }
         let held = |t: Option<Instant>, d| t.is_some_and(|t| t.elapsed() >= d);
         held(self.routing_since, idle_after)
-            || held(self.caught_up_since, UPSTREAM_SETTLE)
-            || self.started_at.elapsed() >= idle_after * ROUTING_WAIT_FACTOR
+            || (held(self.caught_up_since, UPSTREAM_SETTLE) && self.polled_delivered(q, fetch))
+            || self.started_at.elapsed() >= give_up
+    }
+
+    /// Whether `q` has been polled past the last envelope this process's route stage delivered
+    /// there (true when it delivered none, or there is no route stage here).
+    fn polled_delivered(&self, q: u32, fetch: &FetchProgress) -> bool {
+        self.routing.is_none_or(|r| {
+            r.delivered
+                .end(q)
+                .is_none_or(|end| fetch.polled_to().is_some_and(|at| at >= end))
+        })
     }
 
     /// Whether owned partition `q`, whose last record came at `since`, has nothing more coming,
@@ -54,24 +84,22 @@ impl Worker<'_> {
     /// is the only one and has been caught up for `UPSTREAM_SETTLE`, and this worker has polled
     /// past the last envelope it delivered to `q` and to the high watermark its fetches last
     /// reported (earlier route workers' records). Without a route stage here: the route group's
-    /// commits confirmed, `UPSTREAM_SETTLE` ago, that the raw topic is routed past `since`
-    /// (never the watch's fallback), and this worker has polled to the reported high watermark.
-    fn drained(&self, q: u32, fetch: &client::FetchProgress, since: Instant) -> bool {
+    /// commits confirmed that the raw topic is routed past `since` (never the watch's
+    /// fallback), and this worker has polled `q` to the routed high watermark read after them.
+    fn drained(&self, q: u32, fetch: &FetchProgress, since: Instant) -> bool {
         let Some(r) = self.routing else {
             return fetch.caught_up()
                 && self
                     .upstream
                     .as_ref()
-                    .is_some_and(|u| u.confirmed_since(since, UPSTREAM_SETTLE));
+                    .is_some_and(|u| u.confirmed_since(since, q, position(fetch)));
         };
         r.sole.load(Ordering::Relaxed)
             && self
                 .caught_up_since
                 .is_some_and(|t| t.elapsed() >= UPSTREAM_SETTLE)
             && fetch.caught_up()
-            && r.delivered
-                .end(q)
-                .is_none_or(|end| fetch.polled_to().is_some_and(|at| at >= end))
+            && self.polled_delivered(q, fetch)
     }
 
     /// What is known about partition `q` (see `gate`). For `wake_grace_ms` after an owned
@@ -93,7 +121,7 @@ impl Worker<'_> {
                 || (o.idle_before && o.fetch.caught_up())
                 || self.drained(q, &o.fetch, o.last_record))
             && o.fetch.may_be_caught_up()
-            && self.upstream_quiet(idle_after, o.last_record);
+            && self.upstream_quiet(q, &o.fetch, idle_after, o.last_record);
         let watermark = self.engine.watermarks().get(&q).copied();
         let arrival = self.engine.arrivals().get(&q).copied().unwrap_or(0);
         gate::local_bound(

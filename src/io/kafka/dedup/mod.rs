@@ -153,8 +153,8 @@ pub(super) const IDLE_WAIT: Duration = Duration::from_millis(5);
 /// idle meanwhile would let the first posts that arrive be decided out of order. After
 /// `ROUTING_WAIT_FACTOR` times `idle_after_ms` without either, the wait is given up. Without
 /// it, an empty partition counts as idle only once the route group has routed what the raw
-/// topic held since its last record (`upstream::RouteWatch`), and then at once if it is
-/// fetched to its end.
+/// topic held since its last record and the partition is polled past the routed high watermark
+/// read after that (`upstream::RouteWatch`), and then at once if it is fetched to its end.
 pub fn run(
     k: &KafkaConfig,
     cfg: &StageConfig,
