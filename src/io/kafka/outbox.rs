@@ -119,11 +119,17 @@ pub(crate) fn store_offsets(
 /// Commits the stored offsets synchronously. `NoOffset` (nothing stored since the last commit,
 /// or nothing assigned) is not an error.
 pub(crate) fn commit<C: ConsumerContext>(consumer: &BaseConsumer<C>) -> Result<(), KafkaError> {
-    consumer
-        .commit_consumer_state(CommitMode::Sync)
-        .or_else(|e| match e {
-            RdError::ConsumerCommit(RDKafkaErrorCode::NoOffset) => Ok(()),
-            other => Err(other),
-        })?;
+    commit_with(consumer, CommitMode::Sync)
+}
+
+/// Commits the stored offsets as `mode` says; `NoOffset` is not an error.
+pub(crate) fn commit_with<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    mode: CommitMode,
+) -> Result<(), KafkaError> {
+    consumer.commit_consumer_state(mode).or_else(|e| match e {
+        RdError::ConsumerCommit(RDKafkaErrorCode::NoOffset) => Ok(()),
+        other => Err(other),
+    })?;
     Ok(())
 }

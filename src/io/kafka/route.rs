@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError as RdError;
 use rdkafka::producer::{Producer, ThreadedProducer};
 use rdkafka::Message;
@@ -17,7 +17,7 @@ use rdkafka::Message;
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
 use super::merge::{earliest, merge_time, Wake};
-use super::outbox::{commit, send, settle, store_offsets, Out};
+use super::outbox::{commit, commit_with, send, settle, store_offsets, Out};
 use super::wire::{encode_routed, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
 use crate::engine::Analyzed;
@@ -26,6 +26,13 @@ use crate::io::records::rejected_record;
 use crate::io::steps::{Admission, PostRouter};
 use crate::metrics::{self, Stage};
 use crate::text::tokenize::Tokenizer;
+
+/// A route stage with everything it read routed and acknowledged commits its stored offsets
+/// at once, at most this often, besides librdkafka's auto-commit (each second): a dedup worker
+/// in another process takes an empty routed partition as idle only once the route group's
+/// commits show the raw topic routed past its last record (`upstream`), so the end of a
+/// backlog, or a quiet partition of a slow stream, is settled sooner.
+const COMMIT_CAUGHT_UP_EVERY: Duration = Duration::from_millis(200);
 
 /// What a route stage tells the dedup stage of the same process (`run --role all`).
 #[derive(Debug, Default)]
@@ -119,6 +126,9 @@ pub fn run(
     let admission = Admission::new(cfg);
     let mut acks = Acks::default();
     let mut stored: std::collections::BTreeMap<u32, u64> = Default::default();
+    // The stored offsets as last committed by `COMMIT_CAUGHT_UP_EVERY`'s early commits.
+    let mut committed = stored.clone();
+    let mut last_commit = Instant::now();
     let mut stats = RouteStats::default();
     let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
     let mut last_time = i64::MIN;
@@ -287,15 +297,22 @@ pub fn run(
         for (partition, o) in outgoing.iter_mut().enumerate() {
             o.send(k, partition as i32, &producer, &deliveries, &mut acks)?;
         }
+        let caught_up = assigned
+            && acks.in_flight() == 0
+            && parts
+                .values()
+                .all(|p| p.buf.is_empty() && (p.at_eof || p.fetch.caught_up()));
+        if caught_up && committed != stored && last_commit.elapsed() >= COMMIT_CAUGHT_UP_EVERY {
+            // Everything read is routed: commit now rather than at the next auto-commit, so
+            // that dedup workers elsewhere learn it sooner (`upstream::RouteWatch`).
+            commit_with(&consumer, CommitMode::Async)?;
+            committed.clone_from(&stored);
+            last_commit = Instant::now();
+        }
         if let Some(s) = status {
             if assigned && progressed {
                 s.routing.store(true, Ordering::Relaxed);
             }
-            let caught_up = assigned
-                && acks.in_flight() == 0
-                && parts
-                    .values()
-                    .all(|p| p.buf.is_empty() && (p.at_eof || p.fetch.caught_up()));
             // Release: the envelope ends noted before these reports were settled are visible
             // to a reader that sees `caught_up`.
             s.caught_up.store(caught_up, Ordering::Release);
