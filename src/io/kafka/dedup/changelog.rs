@@ -114,7 +114,7 @@ impl Worker<'_> {
             return;
         }
         self.progress
-            .note(m.partition, m.lower_bound, m.idle, m.last);
+            .note(m.partition, m.lower_bound, (m.idle, m.waiting), m.last);
     }
 
     /// Empties the index and applies the changelog again from its start (the partitions' new
@@ -191,6 +191,7 @@ impl Worker<'_> {
                 seq: nonce,
             },
             idle: true,
+            waiting: false,
             last: None,
         };
         let value = encode_changelog(&ChangelogRecord::Marker(m));
@@ -228,21 +229,26 @@ impl Worker<'_> {
         send(c.changelog(), &c.deliveries, &mut self.acks, out)
     }
 
-    /// Publishes a progress marker for each owned partition whose bound changed, at most every
-    /// `marker_interval_ms` (immediately when this worker is waiting). Entries go first: a marker
-    /// vouches for every entry before it on the changelog.
-    pub(super) fn publish_markers(&mut self, c: &Clients, waiting: bool) -> Result<(), KafkaError> {
+    /// Publishes a progress marker for each owned partition whose bound changed, or whether this
+    /// worker, catching up, waits on another's partition (`held_by_other`), at most every
+    /// `marker_interval_ms`; at once when this worker is waiting (`now`), or in a hurry
+    /// (`Worker::hurry`). Entries go first: a marker vouches for every entry before it on the
+    /// changelog.
+    pub(super) fn publish_markers(&mut self, c: &Clients, now: bool) -> Result<(), KafkaError> {
         self.flush_changelog(c)?;
         let interval = Duration::from_millis(self.k.marker_interval_ms);
+        let now = now || self.hurry();
+        let held = self.held_by_other && self.catching_up();
         let parts: Vec<u32> = self.owned.keys().copied().collect();
         for p in parts {
             let bound = self.bound(p);
             let Some(o) = self.owned.get(&p) else {
                 continue;
             };
-            let state = (bound, o.last);
+            let waiting = held && bound != Bound::Idle;
+            let state = (bound, o.last, waiting);
             if o.sent == Some(state)
-                || (!waiting && o.sent_at.elapsed() < interval)
+                || (!now && o.sent_at.elapsed() < interval)
                 || bound == Bound::Unknown
             {
                 continue;
@@ -255,6 +261,7 @@ impl Worker<'_> {
                 partition: p,
                 lower_bound,
                 idle,
+                waiting,
                 last: o.last,
             };
             let value = encode_changelog(&ChangelogRecord::Marker(m));

@@ -27,16 +27,41 @@ const MIN_ROUND: Duration = Duration::from_millis(10);
 /// (hundreds of thousands of buffered posts of a slow stream): the other workers waited on its
 /// markers all along, and the routed consumer, not polled for `max.poll.interval.ms` (5 min),
 /// left the group and its partitions were decided again.
-fn round_budget(marker_interval_ms: u64) -> Duration {
-    Duration::from_millis(marker_interval_ms).max(MIN_ROUND)
+/// A worker with at least this many posts buffered is catching up (a backlog, a replay): see
+/// `Worker::hurry`.
+const CATCHING_UP_BUFFERED: usize = 2_000;
+
+/// While `Worker::hurry`, rounds last `MIN_ROUND`: the marker of a post another worker awaits
+/// goes out right after the round that decides it.
+fn round_budget(marker_interval_ms: u64, hurry: bool) -> Duration {
+    match hurry {
+        true => MIN_ROUND,
+        false => Duration::from_millis(marker_interval_ms).max(MIN_ROUND),
+    }
 }
 
 impl Worker<'_> {
+    /// Whether this worker is catching up: `CATCHING_UP_BUFFERED` posts or more buffered. Only
+    /// then do its markers say that it waits on another worker (`Marker::waiting`), and does it
+    /// hurry for others: on a live stream, where buffers stay short, markers sent for that
+    /// alone cost CPU per post (README, Backlog).
+    pub(super) fn catching_up(&self) -> bool {
+        self.owned.values().map(|o| o.buf.len()).sum::<usize>() >= CATCHING_UP_BUFFERED
+    }
+
+    /// Whether this worker should decide in short rounds and publish its markers after each:
+    /// it is catching up and another worker waits on a partition it owns, as far as the latest
+    /// markers say.
+    pub(super) fn hurry(&self) -> bool {
+        self.catching_up() && self.progress.waited_on(|q| self.owned.contains_key(&q))
+    }
+
     /// Decides buffered posts while some lane's head may be decided, the earliest such head
     /// first, for one round (`round_budget`); returns how many.
     pub(super) fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
         let mut n = 0;
-        let until = Instant::now() + round_budget(self.k.marker_interval_ms);
+        let until = Instant::now() + round_budget(self.k.marker_interval_ms, self.hurry());
+        self.held_by_other = false;
         // Each lane's head key, kept across decisions: deciding lane `p` changes only `p`'s
         // head (its buffer front and its watermark), so only that one is computed again.
         let mut heads: Vec<(u32, Option<OrderKey>)> =
@@ -71,6 +96,7 @@ impl Worker<'_> {
                     Err(q) => {
                         held.insert(*p, (q, decided.get(&q).copied().unwrap_or(0)));
                         self.ahead.wanted = true;
+                        self.held_by_other |= !self.owned.contains_key(&q);
                         if let Some(o) = self.owned.get_mut(p) {
                             o.head.waiting_since.get_or_insert_with(Instant::now);
                         }

@@ -124,6 +124,9 @@ struct Worker<'a> {
     /// Other workers' partitions read ahead (`lookahead`).
     lookahead: Lookahead,
     ahead: ahead::AheadReader,
+    /// Whether a head was held back by a partition another worker owns in the last round
+    /// (published on this worker's markers: `Marker::waiting`).
+    held_by_other: bool,
     /// When an owned partition last woke up (`merge::Wake`).
     wake: Wake,
     /// Without a route stage in this process: what the route group has routed.
@@ -233,6 +236,7 @@ pub fn run(
             cfg.engine.index.max_distance,
         ),
         ahead: ahead::AheadReader::default(),
+        held_by_other: false,
         wake: Wake::new(Duration::from_millis(k.wake_grace_ms)),
         upstream: routing
             .is_none()

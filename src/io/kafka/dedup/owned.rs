@@ -88,7 +88,8 @@ pub(super) struct Owned {
     pub(super) idle_before: bool,
     /// The last record decided: offset, and the partition's watermark and arrival after it.
     pub(super) last: Option<(u64, i64, i64)>,
-    pub(super) sent: Option<(Bound, Last)>,
+    /// The last marker sent: its bound, last record and whether it said this worker waits.
+    pub(super) sent: Option<(Bound, Last, bool)>,
     pub(super) sent_at: Instant,
     pub(super) acked_markers: VecDeque<u64>,
     pub(super) stored: Option<u64>,

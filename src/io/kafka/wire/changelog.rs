@@ -17,6 +17,10 @@ pub struct Marker {
     pub lower_bound: OrderKey,
     /// The partition had no pending records (caught up for a while): it blocks nobody.
     pub idle: bool,
+    /// The publishing worker has a post held back by a partition another worker owns: the
+    /// owners of other partitions publish their markers every round while it waits
+    /// (never set with `idle`; earlier versions read it as not idle, which it is not).
+    pub waiting: bool,
     /// The last decided offset and the partition watermark and arrival there, if any: a worker
     /// taking the partition over at `offset + 1` resumes with them.
     pub last: Option<(u64, i64, i64)>,
@@ -50,7 +54,8 @@ pub fn encode_changelog(rec: &ChangelogRecord) -> Vec<u8> {
             out.push(4);
             out.extend_from_slice(&m.partition.to_le_bytes());
             put_key(&mut out, &m.lower_bound);
-            out.push(u8::from(m.idle));
+            // Flags: 1 idle, 2 waiting. Earlier versions read "idle" as the byte being 1.
+            out.push(u8::from(m.idle) | (u8::from(m.waiting && !m.idle) << 1));
             out.push(u8::from(m.last.is_some()));
             let (o, t, a) = m.last.unwrap_or((0, 0, 0));
             out.extend_from_slice(&o.to_le_bytes());
@@ -111,7 +116,8 @@ pub fn decode_changelog(buf: &[u8]) -> Result<ChangelogRead<'_>, WireError> {
                 partition: r.u32().ok_or_else(err)?,
                 seq: r.u64().ok_or_else(err)?,
             };
-            let idle = r.u8().ok_or_else(err)? == 1;
+            let flags = r.u8().ok_or_else(err)?;
+            let (idle, waiting) = (flags & 1 == 1, flags & 2 == 2);
             let has_last = r.u8().ok_or_else(err)? == 1;
             let (offset, tau) = (r.u64().ok_or_else(err)?, r.u64().ok_or_else(err)? as i64);
             let last_arrival = if with_arrival {
@@ -124,6 +130,7 @@ pub fn decode_changelog(buf: &[u8]) -> Result<ChangelogRead<'_>, WireError> {
                 partition,
                 lower_bound,
                 idle,
+                waiting: waiting && !idle,
                 last: has_last.then_some(last),
             }))
         }
@@ -154,6 +161,7 @@ mod tests {
                 seq: 7,
             },
             idle: true,
+            waiting: false,
             last: Some((6, 98, 98_750)),
         });
         let buf = encode_changelog(&m);
@@ -175,6 +183,21 @@ mod tests {
             (99, 7, true)
         );
         let text = "测试文本";
+        // A waiting worker's marker: the flag reads back; earlier versions, which take the
+        // flags byte being 1 as idle, read it as not idle; an idle marker is never waiting.
+        let flags_at = 4 + 1 + 4 + 28;
+        for (idle, waiting, byte) in [(false, true, 2), (true, true, 1), (false, false, 0)] {
+            let ChangelogRecord::Marker(mut w) = m else {
+                unreachable!()
+            };
+            (w.idle, w.waiting) = (idle, waiting);
+            let buf = encode_changelog(&ChangelogRecord::Marker(w));
+            assert_eq!(buf[flags_at], byte);
+            let ChangelogRead::Marker(r) = decode_changelog(&buf).unwrap() else {
+                panic!("not a marker");
+            };
+            assert_eq!((r.idle, r.waiting), (idle, waiting && !idle));
+        }
         let entry = |seq| Entry {
             id: PostId("x".into()),
             key: OrderKey {
