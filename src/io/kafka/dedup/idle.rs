@@ -49,9 +49,9 @@ impl Worker<'_> {
     /// Whether empty partition `q`, quiet since `since`, is really quiet upstream. With this
     /// process's route stage: it has been routing for `idle_after`, or has been caught up for
     /// `UPSTREAM_SETTLE` and `q` has been polled past what it delivered there (or the wait for
-    /// it was given up). Without: the
-    /// route group had routed everything the raw topic held at some instant since then, and `q`
-    /// has been polled past the routed high watermark read after that (`upstream`).
+    /// it was given up). Without: the route group had routed everything the raw topic held at
+    /// some instant since then, and `q` has been polled past the routed high watermark read
+    /// after that (`upstream`).
     fn upstream_quiet(
         &self,
         q: u32,
