@@ -145,11 +145,11 @@ impl Worker<'_> {
                 Ok(post) => {
                     let sketch = post.analyzed.sketch();
                     let bits = bits.get_or_init(|| Bits::of(&sketch));
+                    let mut checked = lane.head.checked.borrow_mut();
+                    let from = checked.entry(q).or_default();
                     let c = if self.owned.contains_key(&q) {
-                        self.own_check(q, key, &sketch, bits)
+                        self.own_check(q, key, &sketch, bits, from)
                     } else {
-                        let mut checked = lane.head.checked.borrow_mut();
-                        let from = checked.entry(q).or_default();
                         self.lookahead.check_resuming(q, key, &sketch, bits, from)
                     };
                     self.ahead.note(c);
@@ -172,9 +172,19 @@ impl Worker<'_> {
         }
     }
 
-    /// `Lookahead::check` for lane `q` of this worker: its buffered posts, keyed as planned
-    /// (`Owned::plan`; at most `MAX_SCAN` of them), then what is not buffered yet.
-    fn own_check(&self, q: u32, key: &OrderKey, post: &Sketch<'_>, bits: &Bits) -> Check {
+    /// `Lookahead::check_resuming` for lane `q` of this worker: its buffered posts, keyed as
+    /// planned (`Owned::plan`; at most `MAX_SCAN` of them per check), then what is not buffered
+    /// yet. The buffered posts with keys below `*checked` were compared with this post before
+    /// and cannot match it (the buffer only loses posts at its front, as they are decided, and
+    /// gains them at its back); `*checked` moves past those found not to match this time.
+    fn own_check(
+        &self,
+        q: u32,
+        key: &OrderKey,
+        post: &Sketch<'_>,
+        bits: &Bits,
+        checked: &mut Option<OrderKey>,
+    ) -> Check {
         let Some(o) = self.owned.get(&q).filter(|o| o.started) else {
             return Check::NotFollowed;
         };
@@ -185,14 +195,17 @@ impl Worker<'_> {
         let exact = la.exact_only(post.chars.len(), post.tokens.len());
         // Without a copy of its text buffered, only what is not buffered yet can hold it back.
         let scan = !exact || o.copies.contains_key(&(post.text_hash as u32));
-        for (i, s) in o.buf.iter().enumerate().take_while(|_| scan) {
-            if i == MAX_SCAN {
+        // Planned posts are in key order, and the one `*checked` names was planned.
+        let from = checked.map_or(0, |c| o.planned_below(&c));
+        for (i, s) in o.buf.iter().enumerate().skip(from).take_while(|_| scan) {
+            if i - from == MAX_SCAN {
                 return Check::Far;
             }
             let Some(plan) = o.plan(i, &self.engine, q) else {
                 break;
             };
             if !key.sees(&plan.key, &v) {
+                *checked = Some(plan.key);
                 return Check::Clear;
             }
             let (Ok(r), Some(g)) = (&s.post, &s.gates) else {
@@ -201,6 +214,7 @@ impl Worker<'_> {
             if la.same_class(exact, post.text_hash as u32, g)
                 && la.may_match(post, bits, g, || r.analyzed.sketch())
             {
+                *checked = Some(plan.key);
                 return Check::MayMatch;
             }
         }
@@ -211,6 +225,10 @@ impl Worker<'_> {
                 None => return Check::Unread,
             },
         };
+        // Every buffered post was compared (or none needed to be): what comes next is after them.
+        if let Some(last) = o.buf.back().and_then(|s| s.plan.get()) {
+            *checked = Some(last.key).max(*checked);
+        }
         let next_offset = o.buf.back().map_or(o.next_offset, |s| s.offset + 1);
         let frontier = frontier(q, next_offset, lane.watermark, lane.arrival);
         if key.sees(&frontier, &v) {

@@ -169,6 +169,12 @@ impl Owned {
         slot.plan.get()
     }
 
+    /// How many buffered posts from the front are planned with keys below `key`.
+    pub(super) fn planned_below(&self, key: &OrderKey) -> usize {
+        self.buf
+            .partition_point(|s| s.plan.get().is_some_and(|p| p.key < *key))
+    }
+
     /// Buffers a post (`exact`: only an identical text can match it).
     fn push(&mut self, mut slot: Slot, exact: bool) {
         slot.exact = exact;
@@ -421,10 +427,22 @@ mod tests {
         }
         let copies = |o: &Owned| o.copies.values().sum::<u32>();
         assert_eq!((o.copies.len(), copies(&o)), (2, 3));
+        // Only planned posts count as below a key, in key order (where a waiting head's
+        // comparisons resume, `lanes`).
+        let beyond = OrderKey {
+            tau: i64::MAX,
+            ..OrderKey::default()
+        };
+        assert_eq!(o.planned_below(&beyond), 0);
+        let third = o.plan(2, &engine, 5).unwrap().key;
+        assert_eq!((o.planned_below(&third), o.planned.get()), (2, 3));
         let planned: Vec<Plan> = (0..o.buf.len())
             .rev()
             .map(|i| o.plan(i, &engine, 5).unwrap())
             .collect();
+        assert!(planned.windows(2).all(|w| w[1].key < w[0].key));
+        let last = planned[0].key;
+        assert_eq!(o.planned_below(&last), o.buf.len() - 1);
         for plan in planned.iter().rev() {
             let s = o.pop_front().unwrap();
             let Ok(post) = s.post else {
@@ -439,6 +457,8 @@ mod tests {
             assert_eq!(engine.order_key(at, post.created_at), plan.key);
             engine.decide(at, &post.id, post.created_at, &post.analyzed);
             assert_eq!(engine.lane(5), plan.after);
+            // Deciding takes posts off the front only: the rest keep their plans.
+            assert_eq!(o.planned_below(&last), o.buf.len().saturating_sub(1));
         }
         assert_eq!((o.copies.len(), copies(&o), o.planned.get()), (0, 0, 0));
     }
