@@ -5,7 +5,7 @@
 //! other workers publish on the changelog (`Progress`), or from local state for a partition this
 //! worker owns (`local_bound`). No Kafka here: the worker loop feeds it and obeys it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -55,7 +55,7 @@ pub(crate) struct Progress {
     /// Partitions whose latest marker came from a worker waiting on another worker's partition
     /// (not kept: it describes the moment).
     #[serde(skip)]
-    waiting: std::collections::BTreeSet<u32>,
+    waiting: BTreeSet<u32>,
 }
 
 impl Progress {

@@ -357,18 +357,19 @@ mod tests {
     fn a_confirmation_counts_from_its_watermarks_on_once_the_routed_marks_are_polled() {
         let base = Instant::now();
         let at = |ms: u64| base + Duration::from_millis(ms);
-        let routed = |high: i64| -> Marks { [(0, (0, high)), (1, (4, 4))].into() };
+        // Raw watermarks read at `ms` found routed; routed partition 0 then held `high`
+        // records, partition 1 none past its log start.
+        let confirmation = |ms: u64, high: i64| Confirmation {
+            t0: at(ms),
+            routed: [(0, (0, high)), (1, (4, 4))].into(),
+        };
         let polled = |next: u64| Position {
             polled_to: Some(next),
             start: Some(None),
         };
         let mut c = Confirmations::default();
         assert!(!c.confirm(at(0), 0, polled(100)));
-        // Raw watermarks read at 1 s found routed; partition 0 then held 10 records.
-        c.note(Confirmation {
-            t0: at(1_000),
-            routed: routed(10),
-        });
+        c.note(confirmation(1_000, 10));
         // Not before the consumer has polled all 10, however long ago the commits came.
         assert!(!c.confirm(at(500), 0, polled(9)));
         assert!(c.confirm(at(500), 0, polled(10)));
@@ -387,18 +388,12 @@ mod tests {
         assert!(!c.confirm(at(500), 2, polled(1_000)));
         // A partition quiet since after the watermarks were read needs a newer confirmation.
         assert!(!c.confirm(at(1_001), 0, polled(10)));
-        c.note(Confirmation {
-            t0: at(2_000),
-            routed: routed(12),
-        });
+        c.note(confirmation(2_000, 12));
         assert!(!c.confirm(at(1_001), 0, polled(10)));
         assert!(c.confirm(at(1_001), 0, polled(12)));
         // Only the newest are kept.
         for i in 0..KEPT as u64 {
-            c.note(Confirmation {
-                t0: at(3_000 + i),
-                routed: routed(20),
-            });
+            c.note(confirmation(3_000 + i, 20));
         }
         assert!(!c.confirm(at(500), 0, polled(12)));
         assert!(c.confirm(at(500), 0, polled(20)));
