@@ -13,7 +13,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::super::gate::Bound;
 use super::super::lookahead::Check;
-use super::super::wire::{decode_routed_record, routed_offset, Words};
+use super::super::wire::{decode_sketch_record, routed_offset};
 use super::super::KafkaError;
 use super::{Clients, Worker};
 
@@ -137,7 +137,7 @@ impl Worker<'_> {
             };
             let (q, offset) = (m.partition() as u32, m.offset() as u64);
             // Read ahead only to be compared, never indexed nor output.
-            let posts = decode_routed_record(m.payload().unwrap_or_default(), Words::Compare).ok();
+            let posts = decode_sketch_record(m.payload().unwrap_or_default()).ok();
             if !self.lookahead.read(q, offset, posts) {
                 tracing::debug!(
                     partition = q,

@@ -49,7 +49,10 @@ impl Slot {
             offset,
             index,
             count,
-            gates: post.as_ref().ok().and_then(|p| gates_of(&p.analyzed)),
+            gates: post
+                .as_ref()
+                .ok()
+                .and_then(|p| gates_of(&p.analyzed.sketch())),
             post,
             plan: Cell::new(None),
             exact: false,

@@ -9,12 +9,12 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
-use crate::engine::{next_order_key, Analyzed, Position};
+use crate::engine::{next_order_key, Position};
 use crate::index::{OrderKey, Visibility};
 use crate::verify::{self, Bits, Gates, Sketch, VerifyConfig, VerifyMode};
 
 use super::gate::{frontier, Bound};
-use super::wire::{routed_seq, RoutedPost};
+use super::wire::{routed_seq, RoutedSketch};
 
 /// A check compares a post with at most this many undecided posts of one partition (of its
 /// class: a post only an identical text can match is looked up by its text hash); past that
@@ -30,30 +30,7 @@ pub(crate) const MAX_SCAN: usize = 512;
 struct Pending {
     key: OrderKey,
     gates: Gates,
-    chars: Vec<char>,
-    tokens: Vec<u32>,
-    text_hash: u64,
-}
-
-impl Pending {
-    fn new(key: OrderKey, gates: Gates, mut a: Analyzed) -> Self {
-        Pending {
-            key,
-            gates,
-            chars: std::mem::take(&mut a.chars),
-            tokens: std::mem::take(&mut a.token_set),
-            text_hash: a.text_hash,
-        }
-    }
-
-    fn sketch(&self) -> Sketch<'_> {
-        Sketch {
-            chars: &self.chars,
-            text_hash: self.text_hash,
-            fingerprint: self.gates.fingerprint,
-            tokens: &self.tokens,
-        }
-    }
+    post: RoutedSketch,
 }
 
 /// One partition followed ahead: where reading continues and the watermark and arrival there.
@@ -125,17 +102,16 @@ impl Ahead {
 }
 
 /// What verification's gates need of a post, `None` for an empty text (it matches nothing).
-pub(crate) fn gates_of(a: &Analyzed) -> Option<Gates> {
-    if a.chars.is_empty() {
+pub(crate) fn gates_of(s: &Sketch<'_>) -> Option<Gates> {
+    if s.chars.is_empty() {
         return None;
     }
-    let s = a.sketch();
     Some(Gates {
         chars: s.chars.len(),
         tokens: s.tokens.len(),
         fingerprint: s.fingerprint,
         text_hash: Some(s.text_hash as u32),
-        bits: Bits::of(&s),
+        bits: Bits::of(s),
     })
 }
 
@@ -218,7 +194,7 @@ impl Lookahead {
         &mut self,
         partition: u32,
         offset: u64,
-        posts: Option<Vec<RoutedPost>>,
+        posts: Option<Vec<RoutedSketch>>,
     ) -> bool {
         let exact_below = self.exact_below;
         let Some(a) = self.parts.get_mut(&partition) else {
@@ -249,11 +225,11 @@ impl Lookahead {
             if key.arrival != 0 {
                 a.arrival = key.arrival;
             }
-            let Some(gates) = gates_of(&post.analyzed) else {
+            let Some(gates) = gates_of(&post.sketch()) else {
                 continue;
             };
             let exact = is_below(exact_below, gates.chars, gates.tokens);
-            a.push(Pending::new(key, gates, post.analyzed), exact);
+            a.push(Pending { key, gates, post }, exact);
         }
         true
     }
@@ -303,7 +279,7 @@ impl Lookahead {
             let from = checked.map_or(0, |c| keys.partition_point(|k| *k < c));
             for k in keys.range(from..).take_while(|k| key.sees(k, v)) {
                 let p = &a.exact[a.exact.partition_point(|p| p.key < *k)];
-                if self.may_match(post, bits, &p.gates, || p.sketch()) {
+                if self.may_match(post, bits, &p.gates, || p.post.sketch()) {
                     *checked = Some(*k);
                     return Check::MayMatch;
                 }
@@ -317,7 +293,7 @@ impl Lookahead {
             return Check::Far;
         }
         for p in a.posts.range(from..to.max(from)) {
-            if self.may_match(post, bits, &p.gates, || p.sketch()) {
+            if self.may_match(post, bits, &p.gates, || p.post.sketch()) {
                 *checked = Some(p.key);
                 return Check::MayMatch;
             }

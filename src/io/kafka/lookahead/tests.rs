@@ -1,5 +1,6 @@
 use super::*;
-use crate::engine::{Analyzer, Engine, EngineConfig};
+use crate::engine::{Analyzed, Analyzer, Engine, EngineConfig};
+use crate::io::kafka::wire::{decode_sketch_record, encode_routed, RoutedPost};
 use crate::text::tokenize::{Tokenizer, Weighting};
 use crate::types::{EventTime, PostId};
 
@@ -28,7 +29,22 @@ pub(crate) fn routed(
     }
 }
 
+/// A routed post as a worker reading ahead decodes it: encoded, then decoded by `wire`.
+fn sketched(p: &RoutedPost) -> RoutedSketch {
+    let raw = encode_routed(&p.id, p.created_at, p.input_ms, &p.analyzed, &p.raw);
+    let mut one = decode_sketch_record(&raw).unwrap();
+    one.pop().unwrap()
+}
+
 impl Lookahead {
+    fn read_posts(&mut self, partition: u32, offset: u64, posts: Option<Vec<RoutedPost>>) -> bool {
+        self.read(
+            partition,
+            offset,
+            posts.map(|v| v.iter().map(sketched).collect()),
+        )
+    }
+
     fn check(&self, partition: u32, key: &OrderKey, post: &Sketch<'_>, bits: &Bits) -> Check {
         self.check_resuming(partition, key, post, bits, &mut None)
     }
@@ -88,7 +104,7 @@ fn keys_follow_the_partition_as_its_owner_computes_them() {
         };
         let expected = engine.order_key(at, p.created_at);
         engine.decide(at, &p.id, p.created_at, &p.analyzed);
-        la.read(3, offset as u64, Some(vec![p]));
+        la.read_posts(3, offset as u64, Some(vec![p]));
         let got = la.parts[&3].posts.back().unwrap().key;
         assert_eq!(got, expected, "post {offset}");
         let a = &la.parts[&3];
@@ -123,7 +139,7 @@ fn a_check_resumed_where_the_last_one_stopped_agrees_with_a_full_one() {
     };
     for (i, text) in texts.iter().enumerate() {
         let t = 95 + 2 * i as i64;
-        la.read(
+        la.read_posts(
             1,
             10 + i as u64,
             Some(vec![routed(&tok, "p", Some(t), 1, text)]),
@@ -155,13 +171,13 @@ fn a_post_compares_at_most_max_scan_undecided_posts_then_waits() {
     // not see.
     let n = MAX_SCAN as u64 + 1;
     for i in 0..n {
-        la.read(
+        la.read_posts(
             1,
             i,
             Some(vec![routed(&tok, "b", Some(10 + i as i64), 1, B)]),
         );
     }
-    la.read(1, n, Some(vec![routed(&tok, "c", Some(10_000), 1, B)]));
+    la.read_posts(1, n, Some(vec![routed(&tok, "c", Some(10_000), 1, B)]));
     let q = routed(&tok, "q", None, 1, A);
     let query = q.analyzed.sketch();
     let bits = Bits::of(&query);
@@ -198,14 +214,14 @@ fn a_post_waits_for_unread_records_and_for_undecided_posts_that_may_match_it() {
         "lower partition first"
     );
     // Read: a different post at 95, then a near copy at 99.
-    la.read(1, 10, Some(vec![routed(&tok, "b", Some(95), 1, B)]));
-    la.read(1, 11, Some(vec![routed(&tok, "a", Some(99), 1, A)]));
+    la.read_posts(1, 10, Some(vec![routed(&tok, "b", Some(95), 1, B)]));
+    la.read_posts(1, 11, Some(vec![routed(&tok, "a", Some(99), 1, A)]));
     assert_eq!(la.pending(1), 2);
     assert!(
         !la.clears(1, &key(100, 0, 50), &query),
         "the frontier is at 99"
     );
-    la.read(1, 12, Some(vec![routed(&tok, "c", Some(120), 1, B)]));
+    la.read_posts(1, 12, Some(vec![routed(&tok, "c", Some(120), 1, B)]));
     // At 97 the post sees only "b", which cannot match it.
     assert!(la.clears(1, &key(97, 0, 50), &query));
     // At 100 it also sees "a", a near copy still undecided.
@@ -229,12 +245,12 @@ fn a_post_waits_for_unread_records_and_for_undecided_posts_that_may_match_it() {
     assert_eq!(la.pending(1), 1);
     assert!(la.clears(1, &key(100, 0, 50), &query));
     // A record that does not decode still moves the frontier.
-    la.read(1, 13, None);
+    la.read_posts(1, 13, None);
     assert_eq!(la.followed().collect::<Vec<_>>(), vec![(1, 14)]);
     la.decided(1, Bound::Idle);
     assert_eq!(la.pending(1), 0);
     // A gap: what follows cannot be keyed, the partition is dropped.
-    assert!(!la.read(1, 16, None));
+    assert!(!la.read_posts(1, 16, None));
     assert_eq!(la.followed().count(), 0);
     la.start(1, 14, Some((120, 0)));
     la.stop(1);
@@ -246,9 +262,9 @@ fn records_read_twice_count_once() {
     let tok = Tokenizer::new(Weighting::Tf, "");
     let mut la = ahead();
     la.start(2, 5, Some((10, 0)));
-    la.read(2, 4, Some(vec![routed(&tok, "old", Some(11), 1, A)]));
+    la.read_posts(2, 4, Some(vec![routed(&tok, "old", Some(11), 1, A)]));
     assert_eq!(la.pending(2), 0);
-    la.read(
+    la.read_posts(
         2,
         5,
         Some(vec![
@@ -256,7 +272,7 @@ fn records_read_twice_count_once() {
             routed(&tok, "y", Some(12), 1, ""),
         ]),
     );
-    la.read(2, 5, Some(vec![routed(&tok, "x", Some(11), 1, A)]));
+    la.read_posts(2, 5, Some(vec![routed(&tok, "x", Some(11), 1, A)]));
     assert_eq!(la.pending(2), 1, "empty texts never match");
     assert_eq!(la.parts[&2].watermark, Some(12));
 }
@@ -279,7 +295,7 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
     ];
     for (i, t) in texts.iter().enumerate() {
         let p = routed(&tok, &i.to_string(), Some(10 + i as i64), 1, t);
-        la.read(1, i as u64, Some(vec![p]));
+        la.read_posts(1, i as u64, Some(vec![p]));
     }
     assert_eq!(la.pending(1), texts.len());
     assert_eq!(la.parts[&1].exact.len(), 5, "the short ones");
@@ -297,7 +313,7 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
         let bits = Bits::of(q);
         if seen
             .into_iter()
-            .any(|p| la.may_match(q, &bits, &p.gates, || p.sketch()))
+            .any(|p| la.may_match(q, &bits, &p.gates, || p.post.sketch()))
         {
             Check::MayMatch
         } else {
@@ -318,7 +334,7 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
     }
     // A short post waits for an undecided copy of its text only: the copies of 好消息 (at 10
     // and 14) are forgotten by now, that of 转发微博 at 17 is not.
-    la.read(1, 8, Some(vec![routed(&tok, "8", Some(30), 1, B)]));
+    la.read_posts(1, 8, Some(vec![routed(&tok, "8", Some(30), 1, B)]));
     let at = key(18, 0, 50);
     for (query, before) in [("转发微博", Check::MayMatch), ("好消息", Check::Clear)] {
         let q = routed(&tok, "q", None, 1, query);
@@ -334,7 +350,7 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
     la.decided(1, Bound::Idle);
     assert_eq!(la.pending(1), 0);
     // The same classes, pair by pair, for a worker's own buffered posts.
-    let gates = |t: &str| gates_of(&routed(&tok, "g", None, 1, t).analyzed).unwrap();
+    let gates = |t: &str| gates_of(&routed(&tok, "g", None, 1, t).analyzed.sketch()).unwrap();
     let hash = |t: &str| gates(t).text_hash.unwrap();
     assert!(la.same_class(true, hash("好消息"), &gates("好消息")));
     assert!(!la.same_class(true, hash("好消息"), &gates("坏消息")));
