@@ -327,7 +327,7 @@ pub fn decode_routed(buf: &[u8], words: Words) -> Result<RoutedPost, WireError> 
 /// A routed post as a worker reading it ahead keeps it: its times, for the order keys, and what
 /// comparing it with other posts needs (`verify::Sketch`), the same as `decode_routed` gives.
 /// It is never indexed nor output, so no id, raw record, weights or bigrams: two allocations a
-/// post instead of seven. In a profile of one of two dedup workers draining a backlog, decoding
+/// post instead of five. In a profile of one of two dedup workers draining a backlog, decoding
 /// what it read ahead fell from 10% of its CPU, decoded whole, to 7% (zstd about 3% of both).
 #[derive(Debug)]
 pub struct RoutedSketch {
