@@ -214,17 +214,24 @@ fn envelope_posts<T>(
     if body.len() != len {
         return Err(err());
     }
+    // Counted first, so that the posts are decoded into one allocation of the right size, not
+    // moved by every doubling of a growing one (a decoded post is over 500 bytes).
     let mut r = Reader(body);
-    let mut posts = Vec::new();
+    let mut count = 0;
     while !r.0.is_empty() {
-        let post = r.bytes().ok_or_else(err)?;
-        posts.push(decode(post)?);
-        if posts.len() > ENVELOPE_MAX_POSTS {
+        r.bytes().ok_or_else(err)?;
+        count += 1;
+        if count > ENVELOPE_MAX_POSTS {
             return Err(err());
         }
     }
-    if posts.is_empty() {
+    if count == 0 {
         return Err(err());
+    }
+    let mut r = Reader(body);
+    let mut posts = Vec::with_capacity(count);
+    while let Some(post) = r.bytes() {
+        posts.push(decode(post)?);
     }
     Ok(posts)
 }
