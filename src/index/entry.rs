@@ -175,7 +175,8 @@ impl Entry {
 
     /// Appends the binary encoding to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let text: String = self.chars.iter().collect();
+        let text_len: usize = self.chars.iter().map(|c| c.len_utf8()).sum();
+        out.reserve(49 + self.id.0.len() + text_len + 4 * self.tokens.len());
         out.push(ENTRY_FORMAT);
         out.extend_from_slice(&self.key.tau.to_le_bytes());
         out.extend_from_slice(&self.key.arrival.to_le_bytes());
@@ -184,7 +185,12 @@ impl Entry {
         out.extend_from_slice(&self.time.0.to_le_bytes());
         out.extend_from_slice(&self.fingerprint.0.to_le_bytes());
         put_bytes(out, self.id.0.as_bytes());
-        put_bytes(out, text.as_bytes());
+        // The text in UTF-8, written from its characters without a string between.
+        out.extend_from_slice(&(text_len as u32).to_le_bytes());
+        let mut utf8 = [0u8; 4];
+        for c in self.chars.iter() {
+            out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+        }
         out.extend_from_slice(&(self.tokens.len() as u32).to_le_bytes());
         for t in self.tokens.iter() {
             out.extend_from_slice(&t.to_le_bytes());

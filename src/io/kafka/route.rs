@@ -18,7 +18,7 @@ use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
 use super::merge::{earliest, merge_time, Wake};
 use super::outbox::{commit, commit_with, send, settle, store_offsets, Out};
-use super::wire::{encode_routed, Envelope, ENVELOPE_MAX_POSTS};
+use super::wire::{encode_routed_into, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
 use crate::engine::Analyzed;
 use crate::io::config::StageConfig;
@@ -392,7 +392,14 @@ impl Encoder<'_> {
     /// Analyzes and encodes `post`; returns its routed partition.
     fn encode(&mut self, post: &crate::input::Decoded, input_ms: Option<i64>, line: &[u8]) -> i32 {
         let partition = self.router.analyze(&post.text, &mut self.a);
-        self.rec = encode_routed(&post.id, post.created_at, input_ms, &self.a, line);
+        encode_routed_into(
+            &mut self.rec,
+            &post.id,
+            post.created_at,
+            input_ms,
+            &self.a,
+            line,
+        );
         partition as i32
     }
 }

@@ -74,11 +74,11 @@ impl Worker<'_> {
         // each decision cost most of a worker's time with many partitions.)
         let mut held: BTreeMap<u32, (u32, usize)> = BTreeMap::new();
         let mut decided: BTreeMap<u32, usize> = BTreeMap::new();
+        // The heads in key order, made again after each decision in one buffer.
+        let mut order: Vec<(OrderKey, u32)> = Vec::with_capacity(heads.len());
         loop {
-            let mut order: Vec<(OrderKey, u32)> = heads
-                .iter()
-                .filter_map(|(p, k)| k.map(|k| (k, *p)))
-                .collect();
+            order.clear();
+            order.extend(heads.iter().filter_map(|(p, k)| k.map(|k| (k, *p))));
             order.sort_unstable();
             let mut next = None;
             for (key, p) in &order {

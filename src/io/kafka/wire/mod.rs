@@ -54,8 +54,8 @@ pub struct RoutedPost {
     pub input_ms: Option<i64>,
 }
 
-/// Encodes a routed post. `input_ms`, the raw record's timestamp, is an optional trailing field:
-/// readers of records without it (and earlier readers, which stop after `raw`) still agree.
+/// Encodes a routed post (`encode_routed_into`).
+#[cfg(test)]
 pub fn encode_routed(
     id: &PostId,
     created_at: Option<EventTime>,
@@ -63,23 +63,40 @@ pub fn encode_routed(
     a: &Analyzed,
     raw: &[u8],
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(64 + raw.len() + a.normalized.len() + a.tokens.len() * 12);
+    let mut out = Vec::new();
+    encode_routed_into(&mut out, id, created_at, input_ms, a, raw);
+    out
+}
+
+/// Encodes a routed post into `out`, replacing what it held (the route stage reuses one buffer
+/// for every post). `input_ms`, the raw record's timestamp, is an optional trailing field:
+/// readers of records without it (and earlier readers, which stop after `raw`) still agree.
+pub fn encode_routed_into(
+    out: &mut Vec<u8>,
+    id: &PostId,
+    created_at: Option<EventTime>,
+    input_ms: Option<i64>,
+    a: &Analyzed,
+    raw: &[u8],
+) {
+    out.clear();
+    let words: usize = a.tokens.iter().map(|t| 8 + t.word.len()).sum();
+    out.reserve(49 + id.0.len() + a.normalized.len() + words + raw.len());
     out.extend_from_slice(ROUTED_MAGIC);
-    put_bytes(&mut out, id.0.as_bytes());
+    put_bytes(out, id.0.as_bytes());
     out.push(u8::from(created_at.is_some()));
     out.extend_from_slice(&created_at.map_or(0, |t| t.0).to_le_bytes());
     out.extend_from_slice(&a.fingerprint().0.to_le_bytes());
-    put_bytes(&mut out, a.normalized.as_bytes());
+    put_bytes(out, a.normalized.as_bytes());
     out.extend_from_slice(&(a.tokens.len() as u32).to_le_bytes());
     for t in &a.tokens {
-        put_bytes(&mut out, t.word.as_bytes());
+        put_bytes(out, t.word.as_bytes());
         out.extend_from_slice(&t.weight.to_le_bytes());
     }
-    put_bytes(&mut out, raw);
+    put_bytes(out, raw);
     if let Some(ms) = input_ms {
         out.extend_from_slice(&ms.to_le_bytes());
     }
-    out
 }
 
 /// A routed record being filled: several posts bound for one routed partition. The broker's cost
@@ -123,16 +140,17 @@ impl Envelope {
         self.body.len()
     }
 
-    /// The record value; empties the envelope. The body is stored uncompressed if zstd fails.
+    /// The record value; empties the envelope, which keeps its buffer for the next posts. The
+    /// body is stored uncompressed if zstd fails.
     pub fn take(&mut self) -> Vec<u8> {
         self.posts = 0;
-        let body = std::mem::take(&mut self.body);
+        let body = &self.body;
         let mut out = Vec::with_capacity(16 + body.len() / 2);
         out.extend_from_slice(ENVELOPE_MAGIC);
         match with_zstd(
             &COMPRESSOR,
             || zstd::bulk::Compressor::new(ENVELOPE_ZSTD_LEVEL),
-            |z| z.compress(&body),
+            |z| z.compress(body),
         ) {
             Ok(z) if z.len() < body.len() => {
                 out.push(1);
@@ -142,9 +160,10 @@ impl Envelope {
             _ => {
                 out.push(0);
                 out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-                out.extend_from_slice(&body);
+                out.extend_from_slice(body);
             }
         }
+        self.body.clear();
         out
     }
 }
@@ -297,7 +316,9 @@ fn parse_routed<'a>(
 pub fn decode_routed(buf: &[u8], words: Words) -> Result<RoutedPost, WireError> {
     let mut tokens = Vec::new();
     let f = parse_routed(buf, |n, word, weight| {
-        tokens.reserve(n.min(1024));
+        if tokens.capacity() == 0 {
+            tokens.reserve_exact(n.min(1024));
+        }
         tokens.push(WeightedToken {
             hash: token_hash(word),
             word: match words {
@@ -368,7 +389,9 @@ impl RoutedSketch {
 fn decode_sketch(buf: &[u8]) -> Result<RoutedSketch, WireError> {
     let mut token_set = Vec::new();
     let f = parse_routed(buf, |n, word, _| {
-        token_set.reserve(n.min(1024));
+        if token_set.capacity() == 0 {
+            token_set.reserve_exact(n.min(1024));
+        }
         token_set.push(token_hash(word) as u32);
     })?;
     token_set.sort_unstable();
@@ -436,6 +459,17 @@ mod tests {
         Analyzer::new(&tok).analyze("今天早上地铁二号线又停运了 //@x: 哈哈", &mut a);
         let raw = br#"{"id":"1","text":"..."}"#;
         let buf = encode_routed(&PostId("1".into()), Some(EventTime(42)), Some(7), &a, raw);
+        // Into a buffer that held something: the same bytes.
+        let mut reused = b"left over".to_vec();
+        encode_routed_into(
+            &mut reused,
+            &PostId("1".into()),
+            Some(EventTime(42)),
+            Some(7),
+            &a,
+            raw,
+        );
+        assert_eq!(reused, buf);
         let d = decode_routed(&buf, Words::Keep).unwrap();
         assert_eq!(d.id.0, "1");
         assert_eq!(d.input_ms, Some(7));
