@@ -37,7 +37,7 @@ pub(super) struct Slot {
     /// The post, boxed: lanes buffer thousands of slots while catching up, and every push and
     /// every doubling of a lane's buffer moves them (a decoded post is 584 bytes, a slot 184
     /// with it boxed; in a profile of one of two workers draining a backlog, pushing to the
-    /// lanes and the page faults of their growth fell from 6.6% of its CPU to 2.7%).
+    /// lanes fell from 3.8% of its CPU to 1.8%, and zeroing fresh pages from 2.8% to 1.0%).
     pub(super) post: Result<Box<RoutedPost>, String>,
     /// Verification's gates of the post (`lookahead::gates_of`).
     pub(super) gates: Option<Gates>,

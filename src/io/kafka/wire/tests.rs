@@ -97,6 +97,11 @@ fn envelopes_carry_posts_in_order_and_single_posts_still_decode() {
     assert_eq!((env.len(), env.is_empty()), (3, false));
     let buf = env.take();
     assert!(env.is_empty() && env.bytes() == 0);
+    // The envelope is used again: the next record holds only what was pushed since.
+    env.push(&single);
+    let again = decode_routed_record(&env.take(), Words::Keep).unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].id.0, "2");
     let posts = decode_routed_record(&buf, Words::Keep).unwrap();
     let ids: Vec<&str> = posts.iter().map(|p| p.id.0.as_str()).collect();
     assert_eq!(ids, ["0", "1", "2"]);
