@@ -6,8 +6,9 @@
 # to the last verdict, each worker's CPU seconds per 1,000 posts, and each dedup worker's share
 # of wall time spent waiting on the global order (simdedup_order_wait_seconds_total: posts
 # buffered, none allowed yet) and how many posts it decided ahead of their turn
-# (simdedup_decided_ahead_total), and how many posts waited and for how long on average
-# (simdedup_post_wait_seconds). While the backlog drains, it also prints the share of the
+# (simdedup_decided_ahead_total), how many posts waited and for how long on average
+# (simdedup_post_wait_seconds), and how long other workers' progress markers took to reach it
+# (simdedup_marker_delay_seconds). While the backlog drains, it also prints the share of the
 # machine's CPU time in use and each process's CPU seconds per 1,000 posts decided meanwhile: when
 # the machine's cores are all in use, a second worker cannot add throughput, only its own cost.
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
@@ -162,7 +163,9 @@ for i in "${!names[@]}"; do
   ahead=$(metric "$nm" simdedup_decided_ahead_total)
   waited=$(metric "$nm" simdedup_post_wait_seconds_count)
   waited_s=$(metric "$nm" simdedup_post_wait_seconds_sum)
+  markers=$(metric "$nm" simdedup_marker_delay_seconds_count)
+  markers_s=$(metric "$nm" simdedup_marker_delay_seconds_sum)
   line="$nm: CPU $(python3 -c "print(round($cpu / $n * 1000, 3))") s per 1,000 posts"
-  [ "$nm" = route ] || line+="; waiting on the order $(python3 -c "print(round(100 * $wait_s / ($t1 - $t0), 1))")% of the wall time; $ahead posts decided ahead of their turn; $waited posts waited, $(python3 -c "print(round(1000 * $waited_s / max($waited, 1)))") ms each on average"
+  [ "$nm" = route ] || line+="; waiting on the order $(python3 -c "print(round(100 * $wait_s / ($t1 - $t0), 1))")% of the wall time; $ahead posts decided ahead of their turn; $waited posts waited, $(python3 -c "print(round(1000 * $waited_s / max($waited, 1)))") ms each on average; $markers markers of other workers applied $(python3 -c "print(round(1000 * $markers_s / max($markers, 1), 1))") ms after they were written, on average"
   echo "$line"
 done

@@ -80,6 +80,7 @@ pub struct Metrics {
     received: [SharedHist; 2],
     order_wait: Counter<f64, std::sync::atomic::AtomicU64>,
     post_wait: SharedHist,
+    marker_delay: SharedHist,
     decided_ahead: Counter,
     outputs_acked: Counter,
     engine: Arc<EngineCell>,
@@ -184,6 +185,12 @@ impl Metrics {
             "Dedup workers: per post that waited in the global order, the time from its first wait to its decision",
             post_wait.clone(),
         );
+        let marker_delay = SharedHist::new(Scale::Millis);
+        r.register(
+            "simdedup_marker_delay_seconds",
+            "Dedup workers: per progress marker of a partition another worker owns, the time from its changelog record's timestamp (when it was written) to its application here",
+            marker_delay.clone(),
+        );
         let decided_ahead = Counter::default();
         r.register(
             "simdedup_decided_ahead",
@@ -213,6 +220,7 @@ impl Metrics {
             received,
             order_wait,
             post_wait,
+            marker_delay,
             decided_ahead,
             outputs_acked,
             engine,
@@ -270,6 +278,14 @@ impl Metrics {
     /// decision.
     pub fn observe_post_wait(&self, d: Duration) {
         self.post_wait.with(|h| h.observe(d.as_millis() as u64));
+    }
+
+    /// A progress marker of another worker's partition applied at `now_ms`, written at
+    /// `written_ms` (its changelog record's timestamp; a skew that would make it negative counts
+    /// as 0).
+    pub fn observe_marker_delay(&self, written_ms: i64, now_ms: i64) {
+        let ms = now_ms.saturating_sub(written_ms).max(0) as u64;
+        self.marker_delay.with(|h| h.observe(ms));
     }
 
     /// A post decided ahead of its turn in the global order (`io::kafka::lookahead`).

@@ -83,6 +83,11 @@ fn histograms_have_cumulative_buckets_sum_and_count() {
     let text = m.render();
     assert!(text.contains("simdedup_post_wait_seconds_count 2\n"));
     assert!(text.contains("simdedup_post_wait_seconds_sum 0.18\n"));
+    m.observe_marker_delay(2_000, 2_008);
+    m.observe_marker_delay(2_000, 1_990);
+    let text = m.render();
+    assert!(text.contains("simdedup_marker_delay_seconds_count 2\n"));
+    assert!(text.contains("simdedup_marker_delay_seconds_sum 0.008\n"));
 }
 
 #[test]

@@ -17,7 +17,9 @@ use super::super::wire::{
 };
 use super::super::KafkaError;
 use super::{Clients, Worker};
+use crate::clock::now_millis;
 use crate::index::OrderKey;
+use crate::metrics;
 
 /// Index entries per changelog record, at most.
 pub(super) const CHANGELOG_BATCH: usize = 512;
@@ -93,7 +95,16 @@ impl Worker<'_> {
                         }
                     }
                 }
-                Ok(ChangelogRead::Marker(mk)) => self.note_marker(mk),
+                Ok(ChangelogRead::Marker(mk)) => {
+                    // Timed while deciding, not while catching up on the log (old markers).
+                    let other = !until_eof
+                        && mk.partition != SYNC_PARTITION
+                        && !self.owned.contains_key(&mk.partition);
+                    if let Some(written) = m.timestamp().to_millis().filter(|_| other) {
+                        metrics::global().observe_marker_delay(written, now_millis());
+                    }
+                    self.note_marker(mk)
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, offset = m.offset(), "skipping malformed changelog record")
                 }
