@@ -3,7 +3,7 @@
 # (tansu unless SIMDEDUP_BENCH_BROKER=mock): the dev stream xCOPIES (scripts/copies.py) is
 # produced to an 8-partition raw topic first; then WORKERS dedup workers (one group) start
 # and, once the group has settled (every worker holds its partitions), one route worker. Prints the rate from the route worker's start
-# to the last verdict, each worker's CPU seconds per 1,000 posts, and each dedup worker's share
+# to the last verdict, each worker's CPU seconds per 1,000 posts from then on (not joining the group), and each dedup worker's share
 # of wall time spent waiting on the global order (simdedup_order_wait_seconds_total: posts
 # buffered, none allowed yet) and how many posts it decided ahead of their turn
 # (simdedup_decided_ahead_total), how many posts waited and for how long on average
@@ -85,6 +85,10 @@ settled || { echo "the dedup group did not stay settled" >&2; exit 1; }
 proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
 broker_cpu() { proc_cpu "$(cat "$SIMDEDUP_RUN/broker.pid")"; }
 b0=$(broker_cpu)
+# Each dedup worker's CPU is counted from here: not what it spent joining the group and waiting
+# for it to settle.
+cpu0=()
+for p in "${pids[@]}"; do cpu0+=("$(proc_cpu "$p")"); done
 t0=$(date +%s.%N)
 start route route
 addr() { sed -n 's/.*metrics listening address=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1; }
@@ -163,7 +167,7 @@ PY
 echo "broker: CPU $(python3 -c "print(round(($b1 - $b0) / $n * 1000, 3))") s per 1,000 posts ($(python3 -c "print(round(100 * ($b1 - $b0) / ($t1 - $t0)))")% of one core)"
 for i in "${!names[@]}"; do
   nm=${names[$i]}
-  cpu=$(proc_cpu "${pids[$i]}")
+  cpu=$(python3 -c "print($(proc_cpu "${pids[$i]}") - ${cpu0[$i]:-0})")
   wait_s=$(metric "$nm" simdedup_order_wait_seconds_total)
   ahead=$(metric "$nm" simdedup_decided_ahead_total)
   waited=$(metric "$nm" simdedup_post_wait_seconds_count)
