@@ -2,15 +2,17 @@
 # Backlog throughput of the dedup stage with one or several dedup workers, on a local broker
 # (tansu unless SIMDEDUP_BENCH_BROKER=mock): the dev stream xCOPIES (scripts/copies.py) is
 # produced to an 8-partition raw topic first; then WORKERS dedup workers (one group) start
-# and, once the group has settled (every worker holds its partitions), one route worker. Prints the rate from the route worker's start
-# to the last verdict, each worker's CPU seconds per 1,000 posts from then on (not joining the group), and each dedup worker's share
-# of wall time spent waiting on the global order (simdedup_order_wait_seconds_total: posts
-# buffered, none allowed yet) and how many posts it decided ahead of their turn
-# (simdedup_decided_ahead_total), how many posts waited and for how long on average
-# (simdedup_post_wait_seconds), and how long other workers' progress markers took to reach it
-# (simdedup_marker_delay_seconds). While the backlog drains, it also prints the share of the
-# machine's CPU time in use and each process's CPU seconds per 1,000 posts decided meanwhile: when
-# the machine's cores are all in use, a second worker cannot add throughput, only its own cost.
+# and, once the group has settled (every worker holds its partitions), one route worker. Prints
+# how long the group took to settle, the rate from the route worker's start to the last verdict,
+# each worker's CPU seconds per 1,000 posts from then on (not joining the group), and each dedup
+# worker's share of wall time spent waiting on the global order
+# (simdedup_order_wait_seconds_total: posts buffered, none allowed yet) and how many posts it
+# decided ahead of their turn (simdedup_decided_ahead_total), how many posts waited and for how
+# long on average (simdedup_post_wait_seconds), and how long other workers' progress markers
+# took to reach it (simdedup_marker_delay_seconds). While the backlog drains, it also prints the
+# share of the machine's CPU time in use and each process's CPU seconds per 1,000 posts decided
+# meanwhile: when the machine's cores are all in use, a second worker cannot add throughput, only
+# its own cost.
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
 # SIMDEDUP_BENCH_BROKER=mock runs it on librdkafka's mock broker instead of tansu (bench-env.sh);

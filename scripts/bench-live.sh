@@ -17,6 +17,9 @@
 # long-running workers would; SIMDEDUP_LIVE_TIMEOUT (default 300) bounds the wait for the last
 # verdict; SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports); SIMDEDUP_LIVE_CONFIG is
 # TOML appended to the workers' config (e.g. $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"').
+# SIMDEDUP_LIVE_KILL=SECS kills the last dedup worker (kill -9) SECS seconds into the stream
+# (WORKERS 2 or more): the p99 per 10 s of input then shows how long its posts, and the others'
+# waiting on them, took to fail over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() { echo "usage: $0 all|N RATE SECS" >&2; exit 2; }
@@ -80,6 +83,16 @@ cpu() { # pid -> CPU seconds (utime + stime)
 broker_pid=$(cat "$SIMDEDUP_RUN/broker.pid")
 broker0=$(cpu "$broker_pid")
 echo "streaming $count posts at $rate/s into live.posts (workers: $workers)" >&2
+if [ -n "${SIMDEDUP_LIVE_KILL:-}" ]; then
+  [[ $SIMDEDUP_LIVE_KILL =~ ^[0-9]+$ && $workers =~ ^[0-9]+$ && $workers -ge 2 ]] || {
+    echo "SIMDEDUP_LIVE_KILL: seconds, with 2 or more dedup workers" >&2
+    exit 2
+  }
+  victim=${pids[-1]} victim_name=${names[-1]}
+  (sleep "$SIMDEDUP_LIVE_KILL" && kill -9 "$victim" &&
+    echo "killed $victim_name (kill -9) $SIMDEDUP_LIVE_KILL s into the stream" >&2) &
+  killer=$!
+fi
 "$bin" generate --count "$count" --rate "$rate" --event-rate "$rate" --start now \
   --topic live.posts --partitions 8 --brokers "$SIMDEDUP_BROKERS" >&2
 broker1=$(cpu "$broker_pid")
@@ -102,10 +115,13 @@ while :; do
   waited=$((waited + 5))
 done
 "$bin" export --topic live.posts --idle-ms 1500 --timestamps --output "$work/raw.tsv" 2>/dev/null
+[ -z "${killer:-}" ] || kill "$killer" 2>/dev/null || true
 
 {
   for i in "${!names[@]}"; do
     n=${names[$i]}
+    # A worker killed by SIMDEDUP_LIVE_KILL has neither CPU figures nor metrics any more.
+    kill -0 "${pids[$i]}" 2>/dev/null || continue
     echo "cpu ${n} $(cpu "${pids[$i]}")"
     curl -s "http://$(addr "$n")/metrics" |
       grep -E '^simdedup_(end_to_end|received)_latency_seconds_(bucket|sum)' | sed "s/^/hist $n /" || true

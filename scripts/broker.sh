@@ -38,6 +38,10 @@
 #     partition fetched: one idle consumer with a 5 ms wait keeps the broker at about 31% of a core
 #     on 1 partition and 85% on 8 (6% and 22% with a 50 ms wait; sqlite storage). Hence the stages'
 #     short fetch waits (a hop costs a whole wait) and a broker busy with no traffic at all.
+#   both: a member that dies (kill -9) is never removed from its group: after its session timeout
+#     the survivors rejoin into the same generation, the dead member still its leader, and get their
+#     old assignment back, so the dead member's partitions have no consumer until it (or a
+#     replacement) joins. Measured with two dedup workers, one killed: 9 minutes without an owner.
 #
 # Environment:
 #   SIMDEDUP_TOOLS        install root (default ~/.cache/simdedup-tools; binary in $SIMDEDUP_TOOLS/bin)
