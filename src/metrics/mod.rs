@@ -99,6 +99,12 @@ impl Default for Metrics {
     }
 }
 
+/// Milliseconds from `from_ms` to `to_ms` (wall-clock timestamps); a clock skew that would make
+/// it negative counts as 0.
+fn ms_between(from_ms: i64, to_ms: i64) -> u64 {
+    to_ms.saturating_sub(from_ms).max(0) as u64
+}
+
 impl Metrics {
     /// A registry with every metric at zero.
     pub fn new() -> Metrics {
@@ -281,10 +287,9 @@ impl Metrics {
     }
 
     /// A progress marker of another worker's partition applied at `now_ms`, written at
-    /// `written_ms` (its changelog record's timestamp; a skew that would make it negative counts
-    /// as 0).
+    /// `written_ms` (its changelog record's timestamp; `ms_between`).
     pub fn observe_marker_delay(&self, written_ms: i64, now_ms: i64) {
-        let ms = now_ms.saturating_sub(written_ms).max(0) as u64;
+        let ms = ms_between(written_ms, now_ms);
         self.marker_delay.with(|h| h.observe(ms));
     }
 
@@ -299,16 +304,16 @@ impl Metrics {
     }
 
     /// One post's end-to-end latency: `now_ms` (when its output was sent) minus `input_ms`, the
-    /// raw input record's timestamp (a clock skew that would make it negative counts as 0).
+    /// raw input record's timestamp (`ms_between`).
     pub fn observe_end_to_end(&self, input_ms: i64, now_ms: i64) {
-        let ms = now_ms.saturating_sub(input_ms).max(0) as u64;
+        let ms = ms_between(input_ms, now_ms);
         self.end_to_end.with(|h| h.observe(ms));
     }
 
     /// When a post reached a stage (`dedup`: its routed post, else its raw record): `now_ms`
     /// minus its raw record's timestamp.
     pub fn observe_received(&self, dedup: bool, input_ms: i64, now_ms: i64) {
-        let ms = now_ms.saturating_sub(input_ms).max(0) as u64;
+        let ms = ms_between(input_ms, now_ms);
         self.received[usize::from(dedup)].with(|h| h.observe(ms));
     }
 
