@@ -9,6 +9,7 @@ pub mod acks;
 pub mod admin;
 pub mod client;
 pub mod dedup;
+pub mod fetch;
 mod gate;
 mod lookahead;
 mod merge;

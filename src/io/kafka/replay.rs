@@ -19,6 +19,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::acks::Acks;
 use super::client::{self, QuietContext, Tag};
+use super::fetch;
 use super::gate::next_in_order;
 use super::merge::{earliest, merge_time};
 use super::outbox::{send, settle, Out};
@@ -214,7 +215,7 @@ fn read_range(
 ) -> Result<Vec<VecDeque<Raw>>, KafkaError> {
     let consumer: BaseConsumer<QuietContext> =
         client::reader_config(k).create_with_context(QuietContext)?;
-    let parts = client::partition_count(&consumer, &k.input_topic, Duration::from_secs(10))? as i32;
+    let parts = fetch::partition_count(&consumer, &k.input_topic, Duration::from_secs(10))? as i32;
     let mut tpl = TopicPartitionList::new();
     let mut ends = Vec::new();
     for p in 0..parts {

@@ -16,6 +16,7 @@ use rdkafka::Message;
 
 use super::acks::Acks;
 use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Tag};
+use super::fetch;
 use super::merge::{earliest, merge_time, Wake};
 use super::outbox::{commit, commit_with, send, settle, store_offsets, Out};
 use super::wire::{encode_routed_into, Envelope, ENVELOPE_MAX_POSTS};
@@ -77,7 +78,7 @@ struct RawPartition {
     buf: std::collections::VecDeque<Pending>,
     at_eof: bool,
     last_record: Instant,
-    fetch: client::FetchProgress,
+    fetch: fetch::FetchProgress,
 }
 
 impl RawPartition {
@@ -86,7 +87,7 @@ impl RawPartition {
             buf: Default::default(),
             at_eof: false,
             last_record: Instant::now(),
-            fetch: client::FetchProgress::new(start),
+            fetch: fetch::FetchProgress::new(start),
         }
     }
 
@@ -160,7 +161,7 @@ pub fn run(
                     RebalanceEvent::Assigned(ps) => {
                         health(Ok(()));
                         assigned = true;
-                        let starts = client::committed_starts(&consumer, &k.input_topic, &ps);
+                        let starts = fetch::committed_starts(&consumer, &k.input_topic, &ps);
                         for p in ps {
                             parts
                                 .entry(p)
@@ -326,7 +327,7 @@ pub fn run(
 /// Whether `owned` partitions are all of the input topic's (asked of the broker; `false` when
 /// it cannot tell).
 fn owns_all(consumer: &BaseConsumer<RebalanceLog>, k: &KafkaConfig, owned: usize) -> bool {
-    match client::partition_count(consumer, &k.input_topic, Duration::from_secs(5)) {
+    match fetch::partition_count(consumer, &k.input_topic, Duration::from_secs(5)) {
         Ok(n) => n > 0 && owned >= n,
         Err(e) => {
             tracing::warn!(error = %e, "cannot tell whether this route stage owns every input partition");

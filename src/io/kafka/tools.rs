@@ -11,6 +11,7 @@ use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::client::{self, AckContext, Tag};
+use super::fetch;
 use super::{KafkaConfig, KafkaError};
 
 /// Records `passthrough` copies per poll round before it settles deliveries and stores offsets.
@@ -130,7 +131,7 @@ pub fn export(
 ) -> Result<u64, KafkaError> {
     let consumer: BaseConsumer<client::QuietContext> =
         client::reader_config(k).create_with_context(client::QuietContext)?;
-    let parts = client::partition_count(&consumer, topic, Duration::from_secs(10))?;
+    let parts = fetch::partition_count(&consumer, topic, Duration::from_secs(10))?;
     let mut tpl = TopicPartitionList::new();
     let mut marks = Vec::with_capacity(parts);
     for p in 0..parts {

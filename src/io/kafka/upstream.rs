@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 
+use super::fetch;
 use super::{client, KafkaConfig, KafkaError};
 
 /// How often the thread asks the broker while the worker wants to know.
@@ -252,7 +253,7 @@ fn ask(
     pending: &mut Snapshots,
 ) -> Result<(Option<Confirmation>, bool), KafkaError> {
     let partitions = partitions_of(consumer, raw)?;
-    let committed = client::committed_offsets(consumer, raw, &partitions, REQUEST_TIMEOUT)?;
+    let committed = fetch::committed_offsets(consumer, raw, &partitions, REQUEST_TIMEOUT)?;
     let confirmed = match pending.confirmed_by(&committed) {
         Some(t0) => Some(Confirmation {
             t0,
@@ -271,7 +272,7 @@ fn ask(
 
 /// The partitions of `topic` (a metadata request).
 fn partitions_of(consumer: &BaseConsumer, topic: &str) -> Result<Vec<u32>, KafkaError> {
-    Ok((0..client::partition_count(consumer, topic, REQUEST_TIMEOUT)? as u32).collect())
+    Ok((0..fetch::partition_count(consumer, topic, REQUEST_TIMEOUT)? as u32).collect())
 }
 
 /// The low and high watermarks of `parts` of `topic` (requests).

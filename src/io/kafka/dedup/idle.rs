@@ -7,7 +7,7 @@
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::super::client::FetchProgress;
+use super::super::fetch::FetchProgress;
 use super::super::gate::{self, Bound};
 use super::super::upstream::Position;
 use super::Worker;

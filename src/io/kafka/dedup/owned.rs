@@ -11,7 +11,8 @@ use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError as RdError;
 use rdkafka::Message;
 
-use super::super::client::{self, RebalanceEvent};
+use super::super::client::RebalanceEvent;
+use super::super::fetch;
 use super::super::gate::{Bound, Last};
 use super::super::lookahead::gates_of;
 use super::super::wire::{decode_routed_record, routed_seq, RoutedPost, Words};
@@ -82,7 +83,7 @@ pub(super) struct Owned {
     /// End-of-partition events are not relied on: some brokers send none when the committed
     /// offset already is the end.
     pub(super) last_record: Instant,
-    pub(super) fetch: client::FetchProgress,
+    pub(super) fetch: fetch::FetchProgress,
     /// Where consumption resumed: the committed offset, if one was found.
     pub(super) start: Option<i64>,
     /// Whether what the previous owner left (`Progress::resume`) has been taken over: once
@@ -127,7 +128,7 @@ impl Owned {
             started: false,
             next_offset: 0,
             last_record: Instant::now(),
-            fetch: client::FetchProgress::new(start),
+            fetch: fetch::FetchProgress::new(start),
             start: start.flatten(),
             resumed: false,
             idle_before: false,
@@ -216,7 +217,7 @@ impl Worker<'_> {
                     if !ps.is_empty() {
                         self.send_sync(c)?;
                     }
-                    let starts = client::committed_starts(&c.consumer, &self.k.routed_topic, &ps);
+                    let starts = fetch::committed_starts(&c.consumer, &self.k.routed_topic, &ps);
                     for p in ps {
                         self.owned.insert(p, Owned::new(starts.get(&p).copied()));
                     }
