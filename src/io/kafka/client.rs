@@ -155,11 +155,11 @@ pub fn producer_config(k: &KafkaConfig) -> ClientConfig {
 }
 
 /// Config of a dedup worker's output producer (verdicts and rejections; a lone worker's
-/// changelog too). Outputs are keyed by post id, so each producer sends to every output
-/// partition, and with two workers a batch held a record or two: lz4 sets up (allocates and
-/// zeroes) a compression context per batch, and per-batch work took a sixth of a worker's CPU.
-/// Uncompressed with a 5 ms linger, two workers drained a backlog 1.16x as fast (README,
-/// Backlog). The changelog's own producer keeps 1 ms and lz4: other workers await its markers.
+/// changelog too). Outputs are keyed by post id, so each producer batches for every output
+/// partition; librdkafka's produce path took a sixth of a worker's CPU, lz4 6%, most of it
+/// setting up (allocating and zeroing) a context per batch. Uncompressed with a 5 ms linger,
+/// one and two workers drained a backlog 1.10x and 1.11x as fast (README, Backlog). The
+/// changelog's own producer keeps 1 ms and lz4: other workers await its markers.
 fn output_producer_config(k: &KafkaConfig) -> ClientConfig {
     producer_with(k, "5", "none")
 }
