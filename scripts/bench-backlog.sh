@@ -15,7 +15,8 @@
 # its own cost.
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
-# SIMDEDUP_BENCH_BROKER=mock runs it on librdkafka's mock broker instead of tansu (bench-env.sh);
+# SIMDEDUP_BENCH_BROKER=mock runs it on librdkafka's mock broker instead of tansu (bench-env.sh),
+# SIMDEDUP_BENCH_STORAGE=memory on tansu's in-memory storage instead of SQLite;
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
 # the work dir; SIMDEDUP_BACKLOG_PARTITIONS sets kafka.routed_partitions (default 8; the raw
 # topic keeps 8); SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.

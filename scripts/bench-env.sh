@@ -8,12 +8,35 @@
 # SIMDEDUP_BENCH_BROKER picks the broker: `tansu` (default; on SQLite in the work dir) or `mock`
 # (`simdedup mock-broker`, librdkafka's in-memory mock cluster, whose fetches cost little: it
 # serves no CreateTopics, so the script names every topic it uses as bench_start's arguments).
+# SIMDEDUP_BENCH_STORAGE=memory runs tansu on its in-memory storage instead of SQLite: cheaper
+# per fetch, but a consumer that resumes inside a record batch skips the rest of it
+# (scripts/broker.sh), so scripts that restart or rebalance consumers refuse it
+# (`bench_sqlite_only`).
 bench_bin() {
   if [ -n "${SIMDEDUP_BENCH_BIN:-}" ]; then
     bin=$SIMDEDUP_BENCH_BIN
   else
     cargo build --release --locked -q
     bin=$PWD/target/release/simdedup
+  fi
+}
+
+# Starts tansu on the storage SIMDEDUP_BENCH_STORAGE names (SQLite in DIR by default); prints
+# SIMDEDUP_BROKERS=ADDR.
+tansu_start() {
+  case ${SIMDEDUP_BENCH_STORAGE:-sqlite} in
+    sqlite) bash scripts/broker.sh start --sqlite "$1/broker.db" ;;
+    memory) bash scripts/broker.sh start ;;
+    *) echo "SIMDEDUP_BENCH_STORAGE: sqlite or memory, not '$SIMDEDUP_BENCH_STORAGE'" >&2; exit 2 ;;
+  esac
+}
+
+# For scripts whose consumers restart or rebalance mid-stream: refuses tansu's memory storage.
+bench_sqlite_only() {
+  if [ "${SIMDEDUP_BENCH_BROKER:-tansu}" = tansu ] && [ "${SIMDEDUP_BENCH_STORAGE:-sqlite}" != sqlite ]; then
+    echo "$1: tansu's memory storage skips records after a consumer restarts or rebalances" \
+      "(scripts/broker.sh); unset SIMDEDUP_BENCH_STORAGE" >&2
+    exit 2
   fi
 }
 
@@ -26,7 +49,7 @@ bench_start() {
   trap bench_cleanup EXIT
   case ${SIMDEDUP_BENCH_BROKER:-tansu} in
     tansu)
-      line=$(bash scripts/broker.sh start --sqlite "$work/broker.db")
+      line=$(tansu_start "$work")
       eval "$line" ;;
     mock)
       [ $# -gt 0 ] || { echo "$0 runs on tansu only: unset SIMDEDUP_BENCH_BROKER" >&2; exit 2; }

@@ -25,13 +25,8 @@ work=$(mktemp -d)
 echo "work dir: $work" >&2
 export SIMDEDUP_RUN=$work/broker
 trap 'bash scripts/broker.sh stop >/dev/null 2>&1 || true; [ -n "${SIMDEDUP_BENCH_KEEP:-}" ] || rm -rf "$work"' EXIT
-storage=${SIMDEDUP_BENCH_STORAGE:-sqlite}
 baseline=${SIMDEDUP_BENCH_BASELINE:-simdedup}
-case $storage in
-  sqlite) line=$(bash scripts/broker.sh start --sqlite "$work/broker.db") ;;
-  memory) line=$(bash scripts/broker.sh start) ;;
-  *) echo "SIMDEDUP_BENCH_STORAGE: sqlite or memory, not '$storage'" >&2; exit 2 ;;
-esac
+line=$(tansu_start "$work")
 case $baseline in
   simdedup) ;;
   confluent)
@@ -107,7 +102,7 @@ all_cpu=$(cpu $pid); b3=$(cpu "$broker")
 kill -TERM $pid; wait $pid || true
 p=$(rate "$work/pass.log" end); a=$(rate "$work/all.log" end)
 ps=$(rate "$work/pass.log" stage); as=$(rate "$work/all.log" stage)
-echo "records: $n (8 raw partitions, 8 routed partitions, tansu with $storage storage)"
+echo "records: $n (8 raw partitions, 8 routed partitions, tansu with ${SIMDEDUP_BENCH_STORAGE:-sqlite} storage)"
 echo "pass-through ($baseline): $p records/s end-to-end ($ps between progress lines)"
 echo "run --role all: $a records/s end-to-end ($as for the dedup stage between progress lines)"
 python3 -c "import sys; p,a=sys.argv[1],sys.argv[2]; print(f'ratio all/pass-through, end-to-end: {float(a)/float(p):.2f}' if p!='n/a' and a!='n/a' else 'ratio: n/a')" "$p" "$a"

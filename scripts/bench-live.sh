@@ -19,7 +19,9 @@
 # TOML appended to the workers' config (e.g. $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"').
 # SIMDEDUP_LIVE_KILL=SECS kills the last dedup worker (kill -9) SECS seconds into the stream
 # (WORKERS 2 or more): the p99 per 10 s of input then shows how long its posts, and the others'
-# waiting on them, took to fail over.
+# waiting on them, took to fail over. SIMDEDUP_BENCH_STORAGE=memory runs tansu on its in-memory
+# storage (bench-env.sh; not with SIMDEDUP_LIVE_KILL), to tell its SQLite storage's cost from
+# the rest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage() { echo "usage: $0 all|N RATE SECS" >&2; exit 2; }
@@ -31,6 +33,7 @@ count=$((rate * secs))
 warmup=${SIMDEDUP_LIVE_WARMUP:-5}
 timeout=${SIMDEDUP_LIVE_TIMEOUT:-300}
 source scripts/bench-env.sh
+[ -z "${SIMDEDUP_LIVE_KILL:-}" ] || bench_sqlite_only SIMDEDUP_LIVE_KILL
 bench_start live.posts:8 live.routed:8 live.unique:8 live.duplicates:8 live.rejected:8 \
   live.changelog:1
 

@@ -25,6 +25,7 @@ other=${SIMDEDUP_RESTART_OTHER:-}
 [ -z "$other" ] || [ -x "$other" ] || { echo "SIMDEDUP_RESTART_OTHER: $other is not an executable" >&2; exit 2; }
 [[ $posts =~ ^[1-9][0-9]*$ && $runs =~ ^[1-9][0-9]*$ ]] || { echo "usage: [RUNS=N] $0 [POSTS]" >&2; exit 2; }
 source scripts/bench-env.sh
+bench_sqlite_only "$0"
 reuse=${SIMDEDUP_RESTART_REUSE:-}
 if [ -n "$reuse" ]; then
   [ -f "$reuse/entries" ] || { echo "$reuse holds no finished first run" >&2; exit 2; }

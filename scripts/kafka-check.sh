@@ -28,6 +28,7 @@ timeout=${SIMDEDUP_KILL_TIMEOUT:-1800}
 # joins. Restarting after the session timeout (10 s here) is the sequence tansu gets right.
 restart_delay=${SIMDEDUP_RESTART_DELAY:-15}
 source scripts/bench-env.sh
+[ "$mode" = all ] || bench_sqlite_only "$0 kill"
 bench_start
 n=$(grep -c . "$input")
 
