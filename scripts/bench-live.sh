@@ -14,7 +14,8 @@
 # and the bucket bounds of p50 and p99;
 # writes summary.json to the work dir (and to $SIMDEDUP_LIVE_OUT if set).
 # The workers run for SIMDEDUP_LIVE_WARMUP seconds (default 5) before the stream starts, as
-# long-running workers would; SIMDEDUP_LIVE_TIMEOUT (default 300) bounds the wait for the last
+# long-running workers would (over its second half it prints the CPU the broker and each worker
+# spend with no posts, % of one core: the cost of polling alone); SIMDEDUP_LIVE_TIMEOUT (default 300) bounds the wait for the last
 # verdict; SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports); SIMDEDUP_LIVE_CONFIG is
 # TOML appended to the workers' config (e.g. $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"').
 # SIMDEDUP_LIVE_KILL=SECS kills the last dedup worker (kill -9) SECS seconds into the stream
@@ -79,11 +80,26 @@ for n in "${names[@]}"; do
     exit 1
   fi
 done
-sleep "$warmup"
 cpu() { # pid -> CPU seconds (utime + stime)
   awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"
 }
 broker_pid=$(cat "$SIMDEDUP_RUN/broker.pid")
+# The second half of the warm-up, with the workers ready and no posts yet: what polling alone
+# costs the broker and each worker.
+sleep "$(python3 -c "print($warmup / 2)")"
+idle0=("$(cpu "$broker_pid")")
+for p in "${pids[@]}"; do idle0+=("$(cpu "$p")"); done
+t_idle=$(date +%s.%N)
+sleep "$(python3 -c "print($warmup / 2)")"
+idle1=("$(cpu "$broker_pid")")
+for p in "${pids[@]}"; do idle1+=("$(cpu "$p")"); done
+python3 - "$(date +%s.%N)" "$t_idle" "broker ${names[*]}" "${idle0[*]}" "${idle1[*]}" <<'PY'
+import sys
+secs = float(sys.argv[1]) - float(sys.argv[2])
+names, a, b = sys.argv[3].split(), sys.argv[4].split(), sys.argv[5].split()
+cores = ", ".join(f"{n} {100 * (float(y) - float(x)) / secs:.1f}%" for n, x, y in zip(names, a, b))
+print(f"idle before the stream ({secs:.1f} s, no posts), % of one core: {cores}")
+PY
 broker0=$(cpu "$broker_pid")
 echo "streaming $count posts at $rate/s into live.posts (workers: $workers)" >&2
 if [ -n "${SIMDEDUP_LIVE_KILL:-}" ]; then

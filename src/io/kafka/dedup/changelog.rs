@@ -40,7 +40,24 @@ pub(super) fn assign(
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, from)?;
     reader.assign(&tpl)?;
+    // A partition kept across assignments may keep librdkafka's pause (`pace_reader`).
+    reader.resume(&tpl)?;
     Ok(())
+}
+
+/// Whether a worker's changelog reader may stop fetching: the worker owns every routed
+/// partition (`owned` of `partitions`), has read back its sync record (`sync_pending`), and
+/// keeps no local state (`local`: its checkpoints record the worker's own entries as they come
+/// back). The changelog then holds nothing the worker needs, only its own entries and markers
+/// coming back, and each fetch of it costs the broker: tansu holds every fetch for the whole
+/// `fetch.wait.max.ms` (5 ms for the reader) and spends CPU on each.
+pub(super) fn reader_may_pause(
+    owned: usize,
+    partitions: u32,
+    sync_pending: bool,
+    local: bool,
+) -> bool {
+    owned == partitions as usize && !sync_pending && !local
 }
 
 impl Worker<'_> {
@@ -116,6 +133,32 @@ impl Worker<'_> {
         !until_eof
     }
 
+    /// Pauses the changelog reader while `reader_may_pause`, and resumes it when that ends (a
+    /// rebalance shares the partitions, or a sync record is awaited): reading then goes on
+    /// where it stopped, through what this worker wrote meanwhile (its own entries, which the
+    /// index holds already, are not decoded whole).
+    pub(super) fn pace_reader(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let pause = reader_may_pause(
+            self.owned.len(),
+            self.partitions,
+            self.sync_nonce.is_some(),
+            self.local.is_some(),
+        );
+        if pause == self.reader_paused {
+            return Ok(());
+        }
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(&self.k.changelog_topic, 0);
+        if pause {
+            c.reader.pause(&tpl)?;
+        } else {
+            c.reader.resume(&tpl)?;
+        }
+        self.reader_paused = pause;
+        tracing::debug!(paused = pause, "changelog reader");
+        Ok(())
+    }
+
     /// Applies a progress marker (or ends the wait for this worker's sync record).
     fn note_marker(&mut self, m: Marker) {
         if m.partition == SYNC_PARTITION {
@@ -163,6 +206,7 @@ impl Worker<'_> {
     ) -> Result<(), KafkaError> {
         let t = Instant::now();
         assign(reader, &self.k.changelog_topic, from)?;
+        self.reader_paused = false;
         self.catch_up_changelog(reader, t, stop, done);
         Ok(())
     }
@@ -294,5 +338,22 @@ impl Worker<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reader_may_pause;
+
+    #[test]
+    fn the_reader_pauses_only_for_a_lone_owner_without_local_state_and_nothing_awaited() {
+        assert!(reader_may_pause(8, 8, false, false));
+        // Another worker owns a partition: its markers are needed.
+        assert!(!reader_may_pause(7, 8, false, false));
+        assert!(!reader_may_pause(0, 8, false, false));
+        // A sync record is awaited.
+        assert!(!reader_may_pause(8, 8, true, false));
+        // Local state records this worker's entries as they come back.
+        assert!(!reader_may_pause(8, 8, false, true));
     }
 }

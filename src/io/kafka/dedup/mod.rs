@@ -106,6 +106,8 @@ struct Worker<'a> {
     acks: Acks,
     stats: DedupStats,
     rec: Vec<u8>,
+    /// Whether the changelog reader is paused (`Worker::pace_reader`).
+    reader_paused: bool,
     /// Set on assignment: this worker writes a sync record with this nonce to the changelog, and
     /// a partition taken over starts only once the reader has read it back, so every marker the
     /// previous owner wrote before is known (high watermarks are not reliable on every broker).
@@ -224,6 +226,7 @@ pub fn run(
         },
         rec: Vec::with_capacity(1024),
         sync_nonce: None,
+        reader_paused: false,
         unsent: Vec::new(),
         routing,
         routing_since: None,
@@ -258,8 +261,9 @@ pub fn run(
         let round = Instant::now();
         w.settle(&c)?;
         w.rebalance(&c)?;
+        w.pace_reader(&c)?;
         w.read_changelog(&c.reader, Duration::ZERO, false);
-        let busy = w.poll_routed(&c)?;
+        let busy = w.poll_routed(&c, false)?;
         w.wake.tick(Instant::now());
         w.start_partitions(&c, stop)?;
         w.read_ahead(&c)?;
@@ -281,8 +285,14 @@ pub fn run(
             last_publish = Instant::now();
         }
         if !busy && decided == 0 {
-            // Nothing to do until the changelog moves: wait on it briefly instead of spinning.
-            w.read_changelog(&c.reader, IDLE_WAIT, false);
+            // Nothing to do until the changelog moves or a routed record comes: wait on the
+            // changelog briefly instead of spinning, or on the routed records while the reader
+            // is paused (a lone worker's own entries coming back woke it early before).
+            if w.reader_paused {
+                w.poll_routed(&c, true)?;
+            } else {
+                w.read_changelog(&c.reader, IDLE_WAIT, false);
+            }
         }
         if blocked {
             let d = round.elapsed();

@@ -240,12 +240,17 @@ impl Worker<'_> {
     /// Buffers routed records; returns whether anything arrived. Rebalance events are applied
     /// right after each poll, before its record: a record never lands in state that an
     /// assignment is about to reset, and records of revoked partitions are dropped (their next
-    /// owner decides them).
-    pub(super) fn poll_routed(&mut self, c: &Clients) -> Result<bool, KafkaError> {
+    /// owner decides them). The first poll waits up to `IDLE_WAIT` when nothing is buffered,
+    /// or when `wait` says so.
+    pub(super) fn poll_routed(&mut self, c: &Clients, wait: bool) -> Result<bool, KafkaError> {
         let mut any = false;
         let idle_after = Duration::from_millis(self.k.idle_after_ms);
         let idle = self.owned.values().all(|o| o.buf.is_empty());
-        let mut wait = if idle { IDLE_WAIT } else { Duration::ZERO };
+        let mut wait = if idle || wait {
+            IDLE_WAIT
+        } else {
+            Duration::ZERO
+        };
         // Token words are printed only in enriched outputs.
         let words = if self.cfg.output.enrich {
             Words::Keep
