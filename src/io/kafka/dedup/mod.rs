@@ -81,7 +81,8 @@ pub struct DedupStats {
     pub duplicates: u64,
     /// Rejected records emitted.
     pub rejected: u64,
-    /// Changelog entries applied from the topic (including this worker's own, echoed).
+    /// Changelog entries applied from the topic (including this worker's own, echoed, but
+    /// none while its reader is paused: `Worker::pace_reader`).
     pub applied: u64,
     /// Time with posts buffered but none allowed by the global order, in seconds.
     pub waited_secs: f64,
