@@ -23,6 +23,17 @@ const ROUTING_WAIT_FACTOR: u32 = 10;
 /// there is known exactly: `DeliveredEnds`.)
 const UPSTREAM_SETTLE: Duration = Duration::from_millis(250);
 
+/// How long an empty partition must have had no record before the route watch is asked whether
+/// it is drained (`upstream::RouteWatch`, without a route stage in this process). Each of the
+/// watch's rounds asks the broker for both topics' watermarks (a ListOffsets request per
+/// partition and end), which tansu answers by listing every batch the partition holds. On a
+/// flowing stream a routed partition often goes a few hundred milliseconds without an envelope
+/// when the broker is busy: asked after 100 ms, the watch still ran through a stream of 2,000
+/// posts/s, and its requests were about a sixth of tansu's CPU with one route and two dedup
+/// workers. A confirmation waits for the route group's next commit (once a second) anyway, so
+/// the end of a burst comes at most this much later, still well before `idle_after_ms`.
+const ASK_UPSTREAM_AFTER: Duration = Duration::from_millis(500);
+
 /// Where the consumer of a routed partition stands, for `upstream::RouteWatch`.
 fn position(fetch: &FetchProgress) -> Position {
     Position {
@@ -83,12 +94,14 @@ impl Worker<'_> {
     /// without waiting out `idle_after_ms` (the end of a backlog): this process's route stage
     /// is the only one and has been caught up for `UPSTREAM_SETTLE`, and this worker has polled
     /// past the last envelope it delivered to `q` and to the high watermark its fetches last
-    /// reported (earlier route workers' records). Without a route stage here: the route group's
-    /// commits confirmed that the raw topic is routed past `since` (never the watch's
-    /// fallback), and this worker has polled `q` to the routed high watermark read after them.
+    /// reported (earlier route workers' records). Without a route stage here: `q` has had no
+    /// record for `ASK_UPSTREAM_AFTER`, the route group's commits confirmed that the raw topic is
+    /// routed past `since` (never the watch's fallback), and this worker has polled `q` to the
+    /// routed high watermark read after them.
     fn drained(&self, q: u32, fetch: &FetchProgress, since: Instant) -> bool {
         let Some(r) = self.routing else {
             return fetch.caught_up()
+                && since.elapsed() >= ASK_UPSTREAM_AFTER
                 && self
                     .upstream
                     .as_ref()
