@@ -499,6 +499,42 @@ fn topics_that_exist_need_no_create_topics() {
 }
 
 #[test]
+fn watermarks_of_every_partition_in_two_requests_match_one_partition_at_a_time() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let (_cluster, k) = mock_cluster(2_000);
+    let lines = (0..50).map(|i| format!("{{\"id\":\"{i}\",\"text\":\"t\"}}").into_bytes());
+    assert_eq!(
+        tools::produce_lines(&k, &k.input_topic, None, lines).unwrap(),
+        50
+    );
+    let consumer: BaseConsumer = simdedup::io::kafka::client::consumer_config(&k, "marks")
+        .create()
+        .unwrap();
+    let timeout = Duration::from_secs(10);
+    for (topic, parts) in [(&k.input_topic, 2), (&k.changelog_topic, 1)] {
+        let ps: Vec<u32> = (0..parts).collect();
+        let marks = simdedup::io::kafka::fetch::watermarks(&consumer, topic, &ps, timeout).unwrap();
+        let one_by_one: BTreeMap<u32, (i64, i64)> = ps
+            .iter()
+            .map(|p| {
+                (
+                    *p,
+                    consumer
+                        .fetch_watermarks(topic, *p as i32, timeout)
+                        .unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(marks, one_by_one, "{topic}");
+    }
+    // The input topic holds the 50 records (split by key), the changelog nothing.
+    let input: Vec<u32> = vec![0, 1];
+    let marks =
+        simdedup::io::kafka::fetch::watermarks(&consumer, &k.input_topic, &input, timeout).unwrap();
+    assert_eq!(marks.values().map(|(l, h)| h - l).sum::<i64>(), 50);
+}
+
+#[test]
 fn the_mock_broker_command_serves_its_topics_until_a_signal() {
     use std::io::BufRead;
     let mut broker = crate::common::bin()

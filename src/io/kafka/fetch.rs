@@ -165,3 +165,49 @@ pub fn committed_offsets<C: ConsumerContext>(
         })
         .collect())
 }
+
+/// The low and high watermarks of `parts` of `topic`, asked in two ListOffsets requests (the
+/// log start of every partition at once, then the end of every partition at once):
+/// `fetch_watermarks` sends two per partition, and waits for each partition's before it asks
+/// the next, so reading 8 partitions took 8 round trips.
+pub fn watermarks<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    parts: &[u32],
+    timeout: Duration,
+) -> Result<std::collections::BTreeMap<u32, (i64, i64)>, KafkaError> {
+    let low = list_offsets(consumer, topic, parts, rdkafka::Offset::Beginning, timeout)?;
+    let high = list_offsets(consumer, topic, parts, rdkafka::Offset::End, timeout)?;
+    parts
+        .iter()
+        .map(|p| match (low.get(p), high.get(p)) {
+            (Some(l), Some(h)) => Ok((*p, (*l, *h))),
+            _ => Err(KafkaError::Config(format!(
+                "the broker answered no watermarks for {topic} partition {p}"
+            ))),
+        })
+        .collect()
+}
+
+/// The offset at `end` (`Offset::Beginning` or `Offset::End`) of each of `parts` of `topic`,
+/// in one ListOffsets request (`offsets_for_times` with the protocol's special timestamps).
+fn list_offsets<C: ConsumerContext>(
+    consumer: &BaseConsumer<C>,
+    topic: &str,
+    parts: &[u32],
+    end: rdkafka::Offset,
+    timeout: Duration,
+) -> Result<std::collections::BTreeMap<u32, i64>, KafkaError> {
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in parts {
+        tpl.add_partition_offset(topic, *p as i32, end)?;
+    }
+    let mut out = std::collections::BTreeMap::new();
+    for e in consumer.offsets_for_times(tpl, timeout)?.elements() {
+        e.error()?;
+        if let rdkafka::Offset::Offset(o) = e.offset() {
+            out.insert(e.partition() as u32, o);
+        }
+    }
+    Ok(out)
+}

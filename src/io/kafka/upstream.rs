@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::consumer::BaseConsumer;
 
 use super::fetch;
 use super::{client, KafkaConfig, KafkaError};
@@ -275,17 +275,9 @@ fn partitions_of(consumer: &BaseConsumer, topic: &str) -> Result<Vec<u32>, Kafka
     Ok((0..fetch::partition_count(consumer, topic, REQUEST_TIMEOUT)? as u32).collect())
 }
 
-/// The low and high watermarks of `parts` of `topic` (requests).
+/// The low and high watermarks of `parts` of `topic` (two requests, `fetch::watermarks`).
 fn watermarks(consumer: &BaseConsumer, topic: &str, parts: &[u32]) -> Result<Marks, KafkaError> {
-    parts
-        .iter()
-        .map(|p| {
-            Ok((
-                *p,
-                consumer.fetch_watermarks(topic, *p as i32, REQUEST_TIMEOUT)?,
-            ))
-        })
-        .collect()
+    fetch::watermarks(consumer, topic, parts, REQUEST_TIMEOUT)
 }
 
 /// Watermark snapshots of the raw topic not yet reached by the route group's commits, oldest
