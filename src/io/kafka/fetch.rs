@@ -167,9 +167,9 @@ pub fn committed_offsets<C: ConsumerContext>(
 }
 
 /// The low and high watermarks of `parts` of `topic`, asked in two ListOffsets requests (the
-/// log start of every partition at once, then the end of every partition at once):
-/// `fetch_watermarks` sends two per partition, and waits for each partition's before it asks
-/// the next, so reading 8 partitions took 8 round trips.
+/// log start of every partition at once, then the end of every partition at once). Read one
+/// partition at a time with `fetch_watermarks` (two requests, answered before the next
+/// partition is asked), 8 partitions took 8 round trips.
 pub fn watermarks<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
     topic: &str,

@@ -25,8 +25,8 @@ const UPSTREAM_SETTLE: Duration = Duration::from_millis(250);
 
 /// How long an empty partition must have had no record before the route watch is asked whether
 /// it is drained (`upstream::RouteWatch`, without a route stage in this process). Each of the
-/// watch's rounds asks the broker for both topics' watermarks (a ListOffsets request per
-/// partition and end), which tansu answers by listing every batch the partition holds. On a
+/// watch's rounds asks the broker for both topics' watermarks (ListOffsets requests), which
+/// tansu answers by listing every batch of every partition asked about. On a
 /// flowing stream a routed partition often goes a few hundred milliseconds without an envelope
 /// when the broker is busy: asked after 100 ms, the watch still ran through a stream of 2,000
 /// posts/s, and its requests were about a sixth of tansu's CPU with one route and two dedup
