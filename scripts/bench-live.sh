@@ -15,8 +15,8 @@
 # writes summary.json to the work dir (and to $SIMDEDUP_LIVE_OUT if set).
 # The workers run for SIMDEDUP_LIVE_WARMUP seconds (default 5) before the stream starts, as
 # long-running workers would (over its second half it prints the CPU the broker and each worker
-# spend with no posts, % of one core: the cost of polling alone); SIMDEDUP_LIVE_TIMEOUT (default 300) bounds the wait for the last
-# verdict; SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports); SIMDEDUP_LIVE_CONFIG is
+# spend with no posts, % of one core: the cost of polling alone); SIMDEDUP_LIVE_TIMEOUT
+# (default 300) bounds the wait for the last verdict; SIMDEDUP_BENCH_KEEP=1 keeps the work dir (logs, exports); SIMDEDUP_LIVE_CONFIG is
 # TOML appended to the workers' config (e.g. $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"').
 # SIMDEDUP_LIVE_KILL=SECS kills the last dedup worker (kill -9) SECS seconds into the stream
 # (WORKERS 2 or more): the p99 per 10 s of input then shows how long its posts, and the others'
