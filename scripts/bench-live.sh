@@ -11,7 +11,8 @@
 # whether repeats are identical), latency p50/p90/p99/p99.9/max, the rate achieved, CPU seconds
 # per 1,000 posts of each worker and (while the stream is produced) of the broker, and each worker's
 # simdedup_end_to_end_latency_seconds and simdedup_received_latency_seconds (per stage): mean
-# and the bucket bounds of p50 and p99;
+# and the bucket bounds of p50 and p99; and the record batches the raw, routed and changelog
+# topics hold after the stream (scripts/topic-batches.py: each of tansu's fetches lists them);
 # writes summary.json to the work dir (and to $SIMDEDUP_LIVE_OUT if set).
 # The workers run for SIMDEDUP_LIVE_WARMUP seconds (default 5) before the stream starts, as
 # long-running workers would (over its second half it prints the CPU the broker and each worker
@@ -134,6 +135,9 @@ while :; do
   waited=$((waited + 5))
 done
 "$bin" export --topic live.posts --idle-ms 1500 --timestamps --output "$work/raw.tsv" 2>/dev/null
+# What each of tansu's fetches lists by now (scripts/topic-batches.py).
+python3 scripts/topic-batches.py "$SIMDEDUP_BROKERS" live.posts:8 live.routed:8 live.changelog:1 \
+  > "$work/batches.txt" || true
 [ -z "${killer:-}" ] || kill "$killer" 2>/dev/null || true
 
 {
@@ -227,3 +231,4 @@ for n, b in hist.items():
     print(f"{n} latency (worker histogram): mean {mean:.0f} ms, p50 <= {at(0.5)} s, "
           f"p99 <= {at(0.99)} s, {total} posts")
 PY
+sed 's/^/record batches stored: /' "$work/batches.txt"
