@@ -10,3 +10,4 @@ mod kafka_mock;
 mod metrics;
 mod pipeline;
 mod resume;
+mod scripts;
