@@ -31,6 +31,10 @@
 #     offsets_for_times always answers 0. Use --sqlite for any test that restarts or rebalances
 #     consumers or reads watermarks: sqlite storage gets these right (offsets_for_times past the last
 #     message answers 0, not End), but is slower (~90k msg/s produce, ~65k consume, vs ~500k/~125k).
+#   memory storage: each fetch that finds new records in a partition lists every record batch the
+#     partition holds (tansu-storage's DynoStore::fetch over object_store's in-memory list), so
+#     its cost grows as the topic fills: after a minute at 2,000 posts/s a raw partition of
+#     bench-live.sh held about 2,600 batches (scripts/topic-batches.py counts them).
 #   both: no EndTxn, so Kafka transactions cannot commit or abort (commit_transaction fails with
 #     "EndTxnRequest (KIP-98) not supported by broker").
 #   both: every fetch, with records or without, is held for the consumer's whole fetch.wait.max.ms
