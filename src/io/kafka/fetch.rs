@@ -169,7 +169,7 @@ pub fn committed_offsets<C: ConsumerContext>(
 /// The low and high watermarks of `parts` of `topic`, asked in two ListOffsets requests (the
 /// log start of every partition at once, then the end of every partition at once). Read one
 /// partition at a time with `fetch_watermarks` (two requests, answered before the next
-/// partition is asked), 8 partitions took 8 round trips.
+/// partition is asked), 8 partitions took 16 requests, one after another.
 pub fn watermarks<C: ConsumerContext>(
     consumer: &BaseConsumer<C>,
     topic: &str,

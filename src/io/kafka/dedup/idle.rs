@@ -29,8 +29,9 @@ const UPSTREAM_SETTLE: Duration = Duration::from_millis(250);
 /// tansu answers by listing every batch of every partition asked about. On a flowing stream a
 /// routed partition often goes a few hundred milliseconds without an envelope when the broker
 /// is busy: asked after 100 ms, the watch still ran through a stream of 2,000 posts/s, and its
-/// requests were about a sixth of tansu's CPU with one route and two dedup workers. A confirmation waits for the route group's next commit (once a second) anyway, so
-/// the end of a burst comes at most this much later, still well before `idle_after_ms`.
+/// requests were about a sixth of tansu's CPU with one route and two dedup workers. A
+/// confirmation waits for the route group's next commit (once a second) anyway, so the end of a
+/// burst comes at most this much later, still well before `idle_after_ms`.
 const ASK_UPSTREAM_AFTER: Duration = Duration::from_millis(500);
 
 /// Where the consumer of a routed partition stands, for `upstream::RouteWatch`.
