@@ -19,7 +19,9 @@ pub const EXAMPLES: &str = "Examples:
 
 With --rate, `--start now --event-rate` equal to --rate gives live-looking event times.
 With --topic, each post is one record keyed by its number and a missing topic is created with
---partitions (built-in client settings: no --config).
+--partitions (built-in client settings: no --config); the first post goes out once the producer
+is connected and the broker has given it its producer id, so that records are not timestamped
+before they can be sent.
 
 Exit codes: 0 done (with --topic: every record acknowledged); 1 a write or Kafka error; 2 usage
 error.";

@@ -3,6 +3,7 @@
 //! Debian's kcat cannot talk to every broker librdkafka can).
 
 use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -60,13 +61,14 @@ pub fn produce_lines(
     if let Some(partitions) = create {
         super::admin::ensure_topics(k, &[(topic, partitions)])?;
     }
-    let (producer, deliveries) = client::producer(k)?;
-    // Connected before the first record: a paced source (`generate --rate`) would otherwise
-    // timestamp its first records while the client still connects, and they would reach the
-    // broker late, in a burst.
+    let (producer, deliveries, ready) = client::paced_producer(k)?;
+    // Connected, and given its producer id, before the first record: a paced source (`generate
+    // --rate`) would otherwise timestamp its first records while the client still connects, and
+    // they would reach the broker late, in a burst.
     producer
         .client()
         .fetch_metadata(Some(topic), Duration::from_secs(10))?;
+    wait_until_ready(&ready, PRODUCER_ID_WAIT);
     let check = |d: client::Delivery| {
         d.result.map_err(|message| KafkaError::Delivery {
             topic: d.topic.clone(),
@@ -92,6 +94,24 @@ pub fn produce_lines(
         acked += 1;
     }
     Ok(n)
+}
+
+/// How long `produce_lines` waits for its producer's id before sending anyway.
+const PRODUCER_ID_WAIT: Duration = Duration::from_secs(10);
+
+/// Waits until `ready` is set (`client::paced_producer`), at most `limit`; says so if it is not.
+fn wait_until_ready(ready: &AtomicBool, limit: Duration) {
+    let until = Instant::now() + limit;
+    while !ready.load(Ordering::Acquire) {
+        if Instant::now() >= until {
+            tracing::warn!(
+                waited_secs = limit.as_secs(),
+                "the producer has no producer id yet: the first records may reach the broker late"
+            );
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
 }
 
 fn send_retrying(
