@@ -305,11 +305,7 @@ pub fn paced_producer(k: &KafkaConfig) -> Result<PacedProducer, KafkaError> {
     c.set_if_absent("statistics.interval.ms", PACED_STATS_MS);
     let (tx, rx) = channel();
     let ready = Arc::new(AtomicBool::new(false));
-    let producer = c.create_with_context(AckContext {
-        tx: Mutex::new(tx),
-        envelopes: None,
-        id_assigned: Some(ready.clone()),
-    })?;
+    let producer = with_acks_to(c, tx, None, Some(ready.clone()))?;
     Ok((producer, rx, ready))
 }
 
@@ -342,7 +338,7 @@ pub type Reporting = (
 pub fn producer_and_sender(k: &KafkaConfig) -> Result<Reporting, KafkaError> {
     let (tx, rx) = channel();
     Ok((
-        with_acks_to(output_producer_config(k), tx.clone(), None)?,
+        with_acks_to(output_producer_config(k), tx.clone(), None, None)?,
         tx,
         rx,
     ))
@@ -353,7 +349,7 @@ pub fn producer_reporting_to(
     k: &KafkaConfig,
     tx: Sender<Delivery>,
 ) -> Result<ThreadedProducer<AckContext>, KafkaError> {
-    with_acks_to(producer_config(k), tx, None)
+    with_acks_to(producer_config(k), tx, None, None)
 }
 
 /// A producer made from `c` whose delivery reports arrive on the receiver.
@@ -362,19 +358,21 @@ fn with_acks(
     envelopes: Option<Arc<DeliveredEnds>>,
 ) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
     let (tx, rx) = channel();
-    Ok((with_acks_to(c, tx, envelopes)?, rx))
+    Ok((with_acks_to(c, tx, envelopes, None)?, rx))
 }
 
-/// A producer made from `c` whose delivery reports go to `tx`.
+/// A producer made from `c` whose delivery reports go to `tx` (`AckContext` for `envelopes`
+/// and `id_assigned`).
 fn with_acks_to(
     c: ClientConfig,
     tx: Sender<Delivery>,
     envelopes: Option<Arc<DeliveredEnds>>,
+    id_assigned: Option<Arc<AtomicBool>>,
 ) -> Result<ThreadedProducer<AckContext>, KafkaError> {
     Ok(c.create_with_context(AckContext {
         tx: Mutex::new(tx),
         envelopes,
-        id_assigned: None,
+        id_assigned,
     })?)
 }
 
