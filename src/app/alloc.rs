@@ -1,5 +1,14 @@
-//! The process's allocator: the system's, with transparent huge pages asked for on large
-//! blocks (`madvise(MADV_HUGEPAGE)`, Linux).
+//! The process's allocator: mimalloc, with transparent huge pages asked for on large blocks
+//! (`madvise(MADV_HUGEPAGE)`, Linux).
+//!
+//! mimalloc is built to replace `malloc` for the whole process (its `override` build), so the C
+//! libraries linked in (librdkafka above all) use it too. glibc's allocator took about a sixth of
+//! `run --role all`'s CPU in a profile (its arenas' locks and free-list consolidation, and blocks
+//! freed on another thread than the one that allocated them: librdkafka's messages, the
+//! envelopes, the outputs); with mimalloc `run --role all` used about a seventh less CPU per
+//! record (README, *Kafka throughput against a pass-through*). It is built without putting its
+//! own heap on huge pages (`no_thp`): every fresh 2 MiB of it was then zeroed whole on first
+//! touch, a fifth of a short run's CPU on a virtual machine.
 //!
 //! The index reads its arrays (records, exact-text and block tables, gram dictionaries, posting
 //! lists) at random places, gigabytes of them at firehose scale. With 4 KiB pages nearly every
@@ -7,15 +16,12 @@
 //! gigabytes. Most systems leave transparent huge pages to programs that ask for them
 //! (`/sys/kernel/mm/transparent_hugepage/enabled` = `madvise`), so this allocator asks, for
 //! blocks of at least `MIN_ADVISED` bytes only: those are few (the index's arrays, grown by
-//! doubling) and glibc maps each on its own, so the advice touches nothing else. Where huge
+//! doubling) and mimalloc gives each its own pages, so the advice touches nothing else. Where huge
 //! pages are off (`never`), the advice is a no-op. Measured in the README (*Scale*).
-//!
-//! The smaller blocks (hash maps, posting lists, spill buffers) live in glibc's heaps, out of
-//! this allocator's reach. glibc advises those itself under `GLIBC_TUNABLES=glibc.malloc.hugetlb=1`
-//! (2.35 and later), a tunable read only when a process starts, so `with_malloc_huge_pages`
-//! starts the binary again, once, with it set.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
+
+use mimalloc::MiMalloc;
 
 /// Blocks at least this large are advised.
 pub const MIN_ADVISED: usize = 4 << 20;
@@ -23,82 +29,32 @@ pub const MIN_ADVISED: usize = 4 << 20;
 /// A transparent huge page.
 const HUGE_PAGE: usize = 2 << 20;
 
-/// `System`, advising huge pages on blocks of at least `MIN_ADVISED` bytes.
+/// mimalloc, advising huge pages on blocks of at least `MIN_ADVISED` bytes.
 pub struct HugePages;
 
-// SAFETY: every call is passed to `System` unchanged; `advise` only gives the kernel advice on
-// whole huge pages inside a block `System` just returned.
+// SAFETY: every call is passed to `MiMalloc` unchanged; `advise` only gives the kernel advice on
+// whole huge pages inside a block `MiMalloc` just returned.
 unsafe impl GlobalAlloc for HugePages {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
+        let p = unsafe { MiMalloc.alloc(layout) };
         advise(p, layout.size());
         p
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc_zeroed(layout) };
+        let p = unsafe { MiMalloc.alloc_zeroed(layout) };
         advise(p, layout.size());
         p
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(p, layout) }
+        unsafe { MiMalloc.dealloc(p, layout) }
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, layout, new_size) };
+        let q = unsafe { MiMalloc.realloc(p, layout, new_size) };
         advise(q, new_size);
         q
-    }
-}
-
-/// The glibc tunable under which malloc advises huge pages on its heaps and every block it maps.
-const GLIBC_HUGETLB: &str = "glibc.malloc.hugetlb";
-
-/// Replaces the process with itself (same binary path, arguments, pid and name), with
-/// `glibc.malloc.hugetlb=1` added to `GLIBC_TUNABLES`, when it runs on glibc, the kernel has
-/// transparent huge pages, and `GLIBC_TUNABLES` does not name that tunable already (so it
-/// happens once; setting `GLIBC_TUNABLES=glibc.malloc.hugetlb=0` keeps a process as started).
-/// Call it first thing in `main`, before any thread starts. Returns when it does not replace
-/// the process, or cannot.
-pub fn with_malloc_huge_pages() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        use std::os::unix::process::CommandExt;
-        let current = std::env::var_os("GLIBC_TUNABLES");
-        let Some(value) = tunables_with_hugetlb(current.as_deref().map(|v| v.to_str())) else {
-            return;
-        };
-        let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
-        if !thp.is_ok_and(|t| !t.contains("[never]")) {
-            return;
-        }
-        // The binary's own path (not /proc/self/exe), so that the process keeps its name.
-        let Ok(exe) = std::env::current_exe() else {
-            return;
-        };
-        let mut args = std::env::args_os();
-        let mut cmd = std::process::Command::new(exe);
-        if let Some(arg0) = args.next() {
-            cmd.arg0(arg0);
-        }
-        // Returns only if the process could not be replaced: it goes on as it is.
-        let _ = cmd.args(args).env("GLIBC_TUNABLES", value).exec();
-    }
-}
-
-/// `GLIBC_TUNABLES` with `glibc.malloc.hugetlb=1` added, or `None` when `current` names that
-/// tunable already or is not UTF-8 (`Some(None)`).
-fn tunables_with_hugetlb(current: Option<Option<&str>>) -> Option<String> {
-    let named = |v: &str| {
-        v.split(':')
-            .any(|t| t.split('=').next() == Some(GLIBC_HUGETLB))
-    };
-    match current {
-        None | Some(Some("")) => Some(format!("{GLIBC_HUGETLB}=1")),
-        Some(Some(v)) if named(v) => None,
-        Some(Some(v)) => Some(format!("{v}:{GLIBC_HUGETLB}=1")),
-        Some(None) => None,
     }
 }
 
@@ -155,22 +111,14 @@ mod tests {
     }
 
     #[test]
-    fn the_hugetlb_tunable_is_added_once_and_an_explicit_setting_kept() {
-        let on = "glibc.malloc.hugetlb=1";
-        assert_eq!(tunables_with_hugetlb(None).as_deref(), Some(on));
-        assert_eq!(tunables_with_hugetlb(Some(Some(""))).as_deref(), Some(on));
-        assert_eq!(
-            tunables_with_hugetlb(Some(Some("glibc.malloc.arena_max=2"))).as_deref(),
-            Some("glibc.malloc.arena_max=2:glibc.malloc.hugetlb=1")
-        );
-        assert_eq!(tunables_with_hugetlb(Some(Some(on))), None);
-        assert_eq!(
-            tunables_with_hugetlb(Some(Some(
-                "glibc.malloc.hugetlb=0:glibc.malloc.arena_max=2"
-            ))),
-            None
-        );
-        assert_eq!(tunables_with_hugetlb(Some(None)), None);
+    fn the_c_libraries_allocate_from_mimalloc_too() {
+        // SAFETY: a block from malloc, asked about and freed.
+        unsafe {
+            let p = libc::malloc(100);
+            assert!(!p.is_null());
+            assert!(libmimalloc_sys::mi_is_in_heap_region(p.cast()));
+            libc::free(p);
+        }
     }
 
     #[test]

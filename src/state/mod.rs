@@ -552,14 +552,11 @@ fn guarded<T>(path: &Path, op: impl FnOnce() -> Result<T, StateError>) -> Result
 #[cfg(test)]
 mod tests;
 
-/// Hands the memory the allocator holds free back to the system (glibc keeps freed blocks of
-/// its main heap mapped; elsewhere a no-op).
+/// Hands the memory the allocator holds free back to the system now, rather than after
+/// mimalloc's purge delay (`app::alloc`).
 fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only returns free memory of the allocator's own heaps to the system.
-    unsafe {
-        libc::malloc_trim(0);
-    }
+    // SAFETY: mi_collect only frees and returns memory no block is using.
+    unsafe { libmimalloc_sys::mi_collect(true) }
 }
 
 /// sled lets go of its file lock when its last background reference goes, a moment after the

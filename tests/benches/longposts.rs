@@ -43,8 +43,6 @@ fn posts(n: usize) -> Vec<String> {
 }
 
 fn main() {
-    // As the `simdedup` binary: glibc's heaps on huge pages too (`app::alloc`).
-    simdedup::app::alloc::with_malloc_huge_pages();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let counts: Vec<usize> = args
         .iter()

@@ -145,8 +145,6 @@ fn args() -> Args {
 const COMPLETE: &str = "rebuild-bench-complete";
 
 fn main() {
-    // As the `simdedup` binary: glibc's heaps on huge pages too (`app::alloc`).
-    simdedup::app::alloc::with_malloc_huge_pages();
     let Args {
         counts,
         restarts,

@@ -136,8 +136,6 @@ impl Args {
 }
 
 fn main() {
-    // As the `simdedup` binary: glibc's heaps on huge pages too (`app::alloc`).
-    simdedup::app::alloc::with_malloc_huge_pages();
     let args = Args::parse();
     std::fs::create_dir_all(&args.out).expect("create --out");
     // Compiled defaults, the configuration files, then the configuration variables
