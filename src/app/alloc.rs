@@ -5,7 +5,7 @@
 //! libraries linked in (librdkafka above all) use it too. glibc's allocator took about a sixth of
 //! `run --role all`'s CPU in a profile (its arenas' locks and free-list consolidation, and blocks
 //! freed on another thread than the one that allocated them: librdkafka's messages, the
-//! envelopes, the outputs); with mimalloc `run --role all` used about a seventh less CPU per
+//! envelopes, the outputs); with mimalloc `run --role all` used about a sixth less CPU per
 //! record (README, *Kafka throughput against a pass-through*). It is built without putting its
 //! own heap on huge pages (`no_thp`): every fresh 2 MiB of it was then zeroed whole on first
 //! touch, a fifth of a short run's CPU on a virtual machine.
