@@ -10,9 +10,9 @@
 # decided ahead of their turn (simdedup_decided_ahead_total), how many posts waited and for how
 # long on average (simdedup_post_wait_seconds), and how long other workers' progress markers
 # took to reach it (simdedup_marker_delay_seconds). While the backlog drains, it also prints the
-# share of the machine's CPU time in use and each process's CPU seconds per 1,000 posts decided
-# meanwhile: when the machine's cores are all in use, a second worker cannot add throughput, only
-# its own cost.
+# share of the machine's CPU time in use, each process's CPU seconds per 1,000 posts decided
+# meanwhile (when the machine's cores are all in use, a second worker cannot add throughput, only
+# its own cost) and each dedup worker's share of that time spent waiting on the order.
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
 # SIMDEDUP_BENCH_BROKER=mock runs it on librdkafka's mock broker instead of tansu (bench-env.sh),
@@ -99,8 +99,10 @@ metric() { # name metric -> value (0 if absent)
   curl -s "http://$(addr "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2; f=1} END {if (!f) print 0}'
 }
 # Samples (seconds since the route worker's start, verdicts out, then CPU seconds: broker,
-# machine, each worker), every 0.5 s, for the drain rate. One sampling process for the whole run:
-# a shell loop starting interpreters and curl twice a second took a fifth of this machine.
+# machine, each worker; then each dedup worker's seconds waiting on the order), every 0.1 s, for
+# the drain rate: a lone worker drains the dev stream x4 in about 1.5 s, which samples 0.5 s apart
+# cut into three or four. One sampling process for the whole run: a shell loop starting
+# interpreters and curl twice a second took a fifth of this machine.
 dedup_addrs=()
 for i in $(seq "$workers"); do dedup_addrs+=("$(addr "dedup$i")"); done
 : > "$work/samples"
@@ -119,21 +121,26 @@ def cpu(pid):
 def machine():  # CPU seconds the whole machine spent busy (every core: all but idle and iowait)
     f = open("/proc/stat").readline().split()
     return sum(int(f[i]) for i in (1, 2, 3, 6, 7, 8)) / hz
-def acked(addr):
+def scrape(addr):  # (verdicts acknowledged, seconds waiting on the order)
     try:
         body = urllib.request.urlopen(f"http://{addr}/metrics", timeout=2).read().decode()
     except OSError:
-        return 0
+        return 0, 0.0
+    got, waited = 0, 0.0
     for line in body.splitlines():
         if line.startswith("simdedup_outputs_acked_total "):
-            return int(float(line.split()[1]))
-    return 0
+            got = int(float(line.split()[1]))
+        elif line.startswith("simdedup_order_wait_seconds_total "):
+            waited = float(line.split()[1])
+    return got, waited
 with open(out, "w") as f:
     while True:
-        time.sleep(0.5)
-        got = sum(acked(a) for a in addrs)
+        time.sleep(0.1)
+        scraped = [scrape(a) for a in addrs]
+        got = sum(g for g, _ in scraped)
         elapsed = time.time() - t0
-        f.write(" ".join(map(str, [round(elapsed, 2), got, cpu(broker), machine(), *map(cpu, pids)])) + "\n")
+        row = [round(elapsed, 2), got, cpu(broker), machine(), *map(cpu, pids)]
+        f.write(" ".join(map(str, row + [w for _, w in scraped])) + "\n")
         f.flush()
         if got >= n:
             break
@@ -148,11 +155,11 @@ wall=$(python3 -c "print(round($t1 - $t0, 1))")
 echo "workers $workers: $got of $n verdicts out (acknowledged) in $wall s: $(python3 -c "print(round($got / ($t1 - $t0)))") posts/s"
 # The drain rate leaves out the start (group join of the route worker, first envelopes) and the
 # end (the last posts wait kafka.idle_after_ms for the other partitions to fall idle).
-python3 - "$n" "$work/samples" "$(nproc)" "${names[*]}" <<'PY'
+python3 - "$n" "$work/samples" "$(nproc)" "${names[*]}" "$workers" <<'PY'
 import sys
-n, cores, names = int(sys.argv[1]), int(sys.argv[3]), sys.argv[4].split()
-# Each sample: seconds, verdicts out, broker CPU, machine CPU, then each worker's CPU (those
-# started by then).
+n, cores, names, dedups = int(sys.argv[1]), int(sys.argv[3]), sys.argv[4].split(), int(sys.argv[5])
+# Each sample: seconds, verdicts out, broker CPU, machine CPU, each worker's CPU (the dedup
+# workers', then the route worker's), then each dedup worker's seconds waiting on the order.
 s = [list(map(float, l.split())) for l in open(sys.argv[2])]
 def when(frac):
     return next((x for x in s if x[1] >= frac * n), None)
@@ -163,9 +170,12 @@ if a is not None and b is not None and b[0] > a[0]:
     print(f"drain rate, 5% to 95% of the verdicts out: {round(posts / secs)} posts/s "
           f"({a[0]:.1f} s to {b[0]:.1f} s; broker CPU meanwhile {per(2):.3f} s per 1,000 posts, "
           f"{100 * (b[2] - a[2]) / secs:.0f}% of one core)")
-    workers = ", ".join(f"{nm} {per(4 + i):.3f}" for i, nm in enumerate(names) if 4 + i < len(a))
+    workers = ", ".join(f"{nm} {per(4 + i):.3f}" for i, nm in enumerate(names))
     print(f"meanwhile the machine's {cores} cores were {100 * (b[3] - a[3]) / (secs * cores):.0f}% busy: "
           f"{per(3):.3f} CPU s per 1,000 posts in all; workers' CPU s per 1,000 posts: {workers}")
+    w0 = 4 + len(names)
+    waits = ", ".join(f"{names[i]} {100 * (b[w0 + i] - a[w0 + i]) / secs:.0f}%" for i in range(dedups))
+    print(f"meanwhile each dedup worker waited on the order (posts buffered, none allowed): {waits}")
 PY
 echo "broker: CPU $(python3 -c "print(round(($b1 - $b0) / $n * 1000, 3))") s per 1,000 posts ($(python3 -c "print(round(100 * ($b1 - $b0) / ($t1 - $t0)))")% of one core)"
 for i in "${!names[@]}"; do
