@@ -40,10 +40,10 @@ const AHEAD_RESTART_LAG: u64 = 4;
 /// worker owned when it was last assigned), per partition followed the offset it was pointed at
 /// (by that assignment or a seek since), and per partition whether it is paused.
 ///
-/// Its assignment changes only when the partitions other workers own do; a partition followed
-/// again from a newer marker is sought, one no longer followed paused. Assigning anew whenever
-/// what was followed changed (every few rounds at the end of a backlog, as partitions fell idle)
-/// aborted a worker now and then inside librdkafka 2.12
+/// Its assignment changes only when the partitions other workers own do, and is first made when
+/// a post first waits; a partition followed again from a newer marker is sought. Assigning anew
+/// whenever what was followed changed (every few rounds at the end of a backlog, as partitions
+/// fell idle) aborted a worker now and then inside librdkafka 2.12
 /// (`rd_kafka_assignment_partition_stopped: Assertion rktp->rktp_started failed`): an
 /// assignment that removes a partition whose previous removal has not yet been answered stops
 /// its fetcher twice (librdkafka issue 5573).
@@ -136,6 +136,9 @@ impl Worker<'_> {
                 }
             };
             let (q, offset) = (m.partition() as u32, m.offset() as u64);
+            if !self.lookahead.follows(q) {
+                continue;
+            }
             // Read ahead only to be compared, never indexed nor output.
             let posts = decode_sketch_record(m.payload().unwrap_or_default()).ok();
             if !self.lookahead.read(q, offset, posts) {
@@ -157,8 +160,13 @@ impl Worker<'_> {
     /// A seek that fails (the partition not yet started) is tried again next round; meanwhile
     /// the partition stays paused.
     fn assign_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
-        if self.owned.is_empty() {
+        if self.owned.is_empty() || self.ahead.last_wanted.is_none() {
             // Nothing of this worker's waits: no assignment, which the group's would replace.
+            // Nor before a post first waits: librdkafka fetches a partition it is newly
+            // assigned at once, but one resumed after a pause only once its broker thread next
+            // wakes up, up to a second later. Assigned when the worker started and paused
+            // until the first wait, the read-ahead of two workers starting on a backlog read
+            // nothing for 0.9 s while every head waited on it.
             return Ok(());
         }
         let followed: BTreeMap<u32, u64> = self.lookahead.followed().collect();
@@ -202,8 +210,11 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// Pauses partitions read far ahead of their owners or not followed, or all of them while
-    /// no post waits, and resumes them once they catch up and a post waits again.
+    /// Pauses partitions read far ahead of their owners or followed from an offset not yet
+    /// sought, or all of them while no post waits, and resumes them once they catch up and a
+    /// post waits again. A partition not followed is not paused for that alone (its records
+    /// are skipped): resumed once followed, it would be fetched only at librdkafka's next
+    /// wake-up (`assign_ahead`), while one fetched all along is sought at once.
     fn pace_ahead(&mut self, c: &Clients) -> Result<(), KafkaError> {
         let unwanted = self
             .ahead
@@ -211,7 +222,7 @@ impl Worker<'_> {
             .is_none_or(|t| t.elapsed() >= AHEAD_PAUSE_AFTER);
         for q in &self.ahead.held {
             let pause = unwanted
-                || !self.ahead.at.contains_key(q)
+                || (self.lookahead.follows(*q) && !self.ahead.at.contains_key(q))
                 || self.lookahead.pending(*q) >= AHEAD_MAX_PENDING;
             if self.ahead.paused.get(q).copied().unwrap_or(false) == pause {
                 continue;

@@ -4,7 +4,7 @@ use std::cell::OnceCell;
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use rdkafka::consumer::BaseConsumer;
+use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{Producer, ThreadedProducer};
 
 use super::super::client::{self, AckContext, Delivery, RebalanceLog};
@@ -24,6 +24,9 @@ pub(super) struct Clients {
     pub(super) reports: Sender<Delivery>,
     pub(super) deliveries: Receiver<Delivery>,
 }
+
+/// How long the read-ahead consumer waits for the routed topic's metadata at most.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Clients {
     /// The group consumer of the routed topic, the changelog reader, the read-ahead consumer
@@ -53,6 +56,7 @@ impl Clients {
     /// producer: nobody waits for its markers, and a second producer's requests cost a
     /// lone `--role all` 5–10% of its throughput. What the shared producer holds is delivered
     /// first, so the changelog keeps its order (a marker vouches for the entries before it).
+    /// The read-ahead consumer learns the routed topic's metadata then, too.
     pub(super) fn separate_changelog(&self, k: &KafkaConfig) -> Result<(), KafkaError> {
         if self.own_changelog.get().is_some() {
             return Ok(());
@@ -61,6 +65,14 @@ impl Clients {
             .flush(Duration::from_millis(k.shutdown_timeout_ms))?;
         let p = client::producer_reporting_to(k, self.reports.clone())?;
         let _ = self.own_changelog.set(p);
+        // The read-ahead consumer will read the routed topic: learn where its partitions are
+        // now, not when a post first waits (librdkafka asked then, and fetched 0.1 s later).
+        if let Err(e) = self
+            .ahead
+            .fetch_metadata(Some(&k.routed_topic), METADATA_TIMEOUT)
+        {
+            tracing::debug!(error = %e, "routed topic metadata for reading ahead");
+        }
         tracing::info!(
             "routed partitions shared with other workers: the changelog gets a producer of its own"
         );

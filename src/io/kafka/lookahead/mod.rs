@@ -178,6 +178,11 @@ impl Lookahead {
         self.parts.iter().map(|(p, a)| (*p, a.next_offset))
     }
 
+    /// Whether `partition` is followed.
+    pub(crate) fn follows(&self, partition: u32) -> bool {
+        self.parts.contains_key(&partition)
+    }
+
     /// Posts of `partition` read and not known to be decided.
     pub(crate) fn pending(&self, partition: u32) -> usize {
         self.parts
