@@ -17,6 +17,7 @@ use crate::types::{EventTime, PostId, RejectReason, Rejection};
 use crate::verify::{Match, VerifyConfig};
 use crate::window::{Horizon, Window, WindowConfig, WindowError};
 
+mod ahead;
 mod analyze;
 mod lane;
 pub use analyze::{Analyzed, Analyzer};

@@ -369,3 +369,46 @@ fn plans_made_ahead_give_the_keys_and_states_deciding_in_order_gives() {
     }
     assert_eq!(e.window_marks()[&7], plans[7].mark);
 }
+
+#[test]
+fn a_post_is_unique_ahead_only_when_nothing_it_sees_matches_it() {
+    let tok = Tokenizer::new(crate::text::tokenize::Weighting::Tf, "");
+    let mut e = Engine::new(&cfg()).unwrap();
+    let a = post(&tok, TEXT);
+    let near = post(&tok, "今天早上地铁二号线又停运了上班的朋友们要记得绕行");
+    let other = post(&tok, "新开的那家面馆味道一般价格倒是挺实惠的下次还会去吗");
+    let key = |e: &Engine, p, seq, t| e.order_key(at(p, seq), Some(EventTime(t)));
+    let ahead = |e: &mut Engine, k: &OrderKey, who: &str, t: Option<i64>, p: &Analyzed| {
+        e.unique_ahead(k, (&id(who), t.map(EventTime)), p.sketch(), &p.grams)
+    };
+    // Nothing indexed: "a" of partition 1 will be unique; its entry is added as its owner's
+    // decision will store it.
+    let ka = key(&e, 1, 1, 150);
+    let (gen, entry) = ahead(&mut e, &ka, "a", Some(150), &a).unwrap();
+    assert_eq!((gen, entry.key, entry.time), (1, ka, EventTime(150)));
+    assert_eq!(e.index().len(), 1);
+    // A later near copy on partition 0 sees it: a duplicate of "a", so not unique ahead...
+    let kb = key(&e, 0, 1, 160);
+    assert!(ahead(&mut e, &kb, "b", Some(160), &near).is_none());
+    match e.decide(at(0, 1), &id("b"), Some(EventTime(160)), &near) {
+        Verdict::Duplicate(d) => assert_eq!(d.cluster, id("a")),
+        other => panic!("expected a duplicate of a, got {other:?}"),
+    }
+    // ...and the owner's decision of "a" finds the same entry and stores nothing twice.
+    e.take_changes();
+    let mut owner = Engine::new(&cfg()).unwrap();
+    assert!(matches!(
+        owner.decide(at(1, 1), &id("a"), Some(EventTime(150)), &a),
+        Verdict::Unique { .. }
+    ));
+    assert_eq!(owner.take_changes(), vec![(gen, entry)]);
+    assert!(
+        !e.admits(gen, &ka, a.text_hash),
+        "the changelog's copy is recognized"
+    );
+    // Another text is unique ahead; no event time, or the post's own text seen, is not.
+    let (ko, kx, ky) = (key(&e, 2, 1, 170), key(&e, 2, 2, 170), key(&e, 3, 1, 180));
+    assert!(ahead(&mut e, &ko, "o", Some(170), &other).is_some());
+    assert!(ahead(&mut e, &kx, "x", None, &other).is_none());
+    assert!(ahead(&mut e, &ky, "y", Some(180), &a).is_none());
+}

@@ -183,6 +183,8 @@ impl Worker<'_> {
         c.flush(Duration::from_millis(self.k.shutdown_timeout_ms))?;
         self.settle(c)?;
         self.engine.clear_index();
+        // Entries added ahead of their owners are gone with the index.
+        self.lookahead.forget_resolved();
         if let Some(l) = self.local.as_mut() {
             l.clear()?;
         }

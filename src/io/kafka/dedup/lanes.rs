@@ -150,7 +150,11 @@ impl Worker<'_> {
                     let c = if self.owned.contains_key(&q) {
                         self.own_check(q, key, &sketch, bits, from)
                     } else {
-                        self.lookahead.check_resuming(q, key, &sketch, bits, from)
+                        let c = self.lookahead.check_resuming(q, key, &sketch, bits, from);
+                        if let (Check::MayMatch, Some(x)) = (c, *from) {
+                            self.ahead.awaited.borrow_mut().push((q, x));
+                        }
+                        c
                     };
                     self.ahead.note(c);
                     c == Check::Clear
@@ -177,7 +181,7 @@ impl Worker<'_> {
     /// yet. The buffered posts with keys below `*checked` were compared with this post before
     /// and cannot match it (the buffer only loses posts at its front, as they are decided, and
     /// gains them at its back); `*checked` moves past those found not to match this time.
-    fn own_check(
+    pub(super) fn own_check(
         &self,
         q: u32,
         key: &OrderKey,

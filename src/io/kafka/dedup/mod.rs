@@ -269,6 +269,7 @@ pub fn run(
         w.start_partitions(&c, stop)?;
         w.read_ahead(&c)?;
         let decided = w.decide_ready(&c)?;
+        let resolved = w.resolve_awaited();
         let blocked = decided == 0 && w.owned.values().any(|o| !o.buf.is_empty());
         if decided > 0 {
             last_decision = Instant::now();
@@ -285,7 +286,7 @@ pub fn run(
             metrics::global().publish_engine(&w.engine);
             last_publish = Instant::now();
         }
-        if !busy && decided == 0 {
+        if !busy && decided == 0 && resolved == 0 {
             // Nothing to do until the changelog moves or a routed record comes: wait on the
             // changelog briefly instead of spinning, or on the routed records while the reader
             // is paused (a lone worker's own entries coming back woke it early before).
@@ -355,6 +356,7 @@ impl<'a> Worker<'a> {
                 index,
                 decided_ahead = s.ahead,
                 ahead_checks = ?self.ahead.checks.get(),
+                resolved_ahead = self.ahead.resolved,
                 "progress"
             );
         }
@@ -522,6 +524,7 @@ impl<'a> Worker<'a> {
             waited_secs = self.stats.waited_secs,
             decided_ahead = self.stats.ahead,
             ahead_checks = ?self.ahead.checks,
+            resolved_ahead = self.ahead.resolved,
             "dedup worker stopped"
         );
         Ok(())

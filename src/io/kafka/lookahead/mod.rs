@@ -31,6 +31,8 @@ struct Pending {
     key: OrderKey,
     gates: Gates,
     post: RoutedSketch,
+    /// Its entry is in the index already, ahead of its owner (`Lookahead::resolve`).
+    resolved: bool,
 }
 
 /// One partition followed ahead: where reading continues and the watermark and arrival there.
@@ -183,6 +185,50 @@ impl Lookahead {
         self.parts.contains_key(&partition)
     }
 
+    /// The undecided post of `partition` with key `key`, if it is read and not resolved.
+    pub(crate) fn awaited(&self, partition: u32, key: &OrderKey) -> Option<&RoutedSketch> {
+        self.find(partition, key)
+            .filter(|p| !p.resolved)
+            .map(|p| &p.post)
+    }
+
+    /// Notes that the entry of the undecided post of `partition` with key `key` is in the index
+    /// ahead of its owner's decision (`Engine::unique_ahead`): a post it may match need not
+    /// wait for it any more.
+    pub(crate) fn resolve(&mut self, partition: u32, key: &OrderKey) {
+        let Some(a) = self.parts.get_mut(&partition) else {
+            return;
+        };
+        let i = a.posts.partition_point(|p| p.key < *key);
+        let j = a.exact.partition_point(|p| p.key < *key);
+        let p = match (a.posts.get_mut(i), a.exact.get_mut(j)) {
+            (Some(p), _) if p.key == *key => p,
+            (_, Some(p)) if p.key == *key => p,
+            _ => return,
+        };
+        p.resolved = true;
+    }
+
+    /// Forgets which posts were resolved (their entries left the index).
+    pub(crate) fn forget_resolved(&mut self) {
+        for a in self.parts.values_mut() {
+            a.posts
+                .iter_mut()
+                .chain(a.exact.iter_mut())
+                .for_each(|p| p.resolved = false);
+        }
+    }
+
+    fn find(&self, partition: u32, key: &OrderKey) -> Option<&Pending> {
+        let a = self.parts.get(&partition)?;
+        let i = a.posts.partition_point(|p| p.key < *key);
+        let j = a.exact.partition_point(|p| p.key < *key);
+        [a.posts.get(i), a.exact.get(j)]
+            .into_iter()
+            .flatten()
+            .find(|p| p.key == *key)
+    }
+
     /// Posts of `partition` read and not known to be decided.
     pub(crate) fn pending(&self, partition: u32) -> usize {
         self.parts
@@ -234,7 +280,16 @@ impl Lookahead {
                 continue;
             };
             let exact = is_below(exact_below, gates.chars, gates.tokens);
-            a.push(Pending { key, gates, post }, exact);
+            let resolved = false;
+            a.push(
+                Pending {
+                    key,
+                    gates,
+                    post,
+                    resolved,
+                },
+                exact,
+            );
         }
         true
     }
@@ -284,7 +339,7 @@ impl Lookahead {
             let from = checked.map_or(0, |c| keys.partition_point(|k| *k < c));
             for k in keys.range(from..).take_while(|k| key.sees(k, v)) {
                 let p = &a.exact[a.exact.partition_point(|p| p.key < *k)];
-                if self.may_match(post, bits, &p.gates, || p.post.sketch()) {
+                if !p.resolved && self.may_match(post, bits, &p.gates, || p.post.sketch()) {
                     *checked = Some(*k);
                     return Check::MayMatch;
                 }
@@ -298,7 +353,7 @@ impl Lookahead {
             return Check::Far;
         }
         for p in a.posts.range(from..to.max(from)) {
-            if self.may_match(post, bits, &p.gates, || p.post.sketch()) {
+            if !p.resolved && self.may_match(post, bits, &p.gates, || p.post.sketch()) {
                 *checked = Some(p.key);
                 return Check::MayMatch;
             }

@@ -368,3 +368,40 @@ fn with_simhash_only_no_post_is_compared_by_its_text_alone() {
     assert!(ahead().exact_only(10, 7));
     assert!(!ahead().exact_only(11, 7));
 }
+
+#[test]
+fn a_resolved_post_holds_nobody_back_and_is_found_by_its_key() {
+    let tok = Tokenizer::new(Weighting::Tf, "");
+    let mut la = ahead();
+    let q = routed(&tok, "q", None, 1, A2);
+    let query = q.analyzed.sketch();
+    la.start(1, 10, Some((90, 0)));
+    la.read_posts(1, 10, Some(vec![routed(&tok, "a", Some(99), 1, A)]));
+    la.read_posts(1, 11, Some(vec![routed(&tok, "c", Some(120), 1, B)]));
+    // The check names the post it may match by its key.
+    let mut at = None;
+    let bits = Bits::of(&query);
+    let c = la.check_resuming(1, &key(100, 0, 50), &query, &bits, &mut at);
+    assert_eq!(c, Check::MayMatch);
+    let a = at.unwrap();
+    assert_eq!(la.awaited(1, &a).map(|p| p.id.0.as_str()), Some("a"));
+    assert!(
+        la.awaited(1, &key(98, 1, 10)).is_none(),
+        "no post has that key"
+    );
+    // Once its entry is in the index ahead of its owner, the post waits for it no more.
+    la.resolve(1, &a);
+    assert!(la.awaited(1, &a).is_none());
+    assert!(la.clears(1, &key(100, 0, 50), &query));
+    assert_eq!(
+        la.pending(1),
+        2,
+        "still undecided as far as the markers tell"
+    );
+    // An index rebuilt from the changelog no longer holds that entry.
+    la.forget_resolved();
+    assert_eq!(
+        la.check(1, &key(100, 0, 50), &query, &Bits::of(&query)),
+        Check::MayMatch
+    );
+}
