@@ -2,7 +2,8 @@
 //! outside the group follows each such partition from its owner's newest progress marker, so
 //! that a post whose turn has not come in the global order can still be decided when nothing
 //! undecided there could match it. Only read, and only fetched, while posts wait on another
-//! partition.
+//! partition. A post read ahead that a waiting head may match is itself decided here for the
+//! index when that is certain to make it unique (`Worker::resolve_awaited`).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

@@ -355,8 +355,9 @@ pub fn decode_routed(buf: &[u8], words: Words) -> Result<RoutedPost, WireError> 
 /// A routed post as a worker reading it ahead keeps it: its times, for the order keys, and what
 /// comparing it with other posts needs (`verify::Sketch`), the same as `decode_routed` gives.
 /// It is never output, so no raw record, weights or bigrams: three allocations a post instead of
-/// five. Its id is kept for the one use that indexes it (`Engine::unique_ahead`). In a profile of one of two dedup workers draining a backlog, decoding
-/// what it read ahead fell from 10% of its CPU, decoded whole, to 7% (zstd about 3% of both).
+/// five (its id is kept for `Engine::unique_ahead`, which may index it). In a profile of one of
+/// two dedup workers draining a backlog, decoding what it read ahead fell from 10% of its CPU,
+/// decoded whole, to 7% (zstd about 3% of both).
 #[derive(Debug)]
 pub struct RoutedSketch {
     /// Event time, if the post had one.
