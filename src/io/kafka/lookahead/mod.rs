@@ -96,6 +96,24 @@ impl Ahead {
         }
     }
 
+    /// Where the undecided post with key `key` is: whether in `exact`, and its index there.
+    fn position(&self, key: &OrderKey) -> Option<(bool, usize)> {
+        let at = |q: &VecDeque<Pending>| {
+            let i = q.partition_point(|p| p.key < *key);
+            q.get(i).filter(|p| p.key == *key).map(|_| i)
+        };
+        at(&self.posts)
+            .map(|i| (false, i))
+            .or_else(|| at(&self.exact).map(|i| (true, i)))
+    }
+
+    fn find_mut(&mut self, key: &OrderKey) -> Option<&mut Pending> {
+        match self.position(key)? {
+            (true, i) => self.exact.get_mut(i),
+            (false, i) => self.posts.get_mut(i),
+        }
+    }
+
     fn clear(&mut self) {
         self.posts.clear();
         self.exact.clear();
@@ -196,17 +214,9 @@ impl Lookahead {
     /// ahead of its owner's decision (`Engine::unique_ahead`): a post it may match need not
     /// wait for it any more.
     pub(crate) fn resolve(&mut self, partition: u32, key: &OrderKey) {
-        let Some(a) = self.parts.get_mut(&partition) else {
-            return;
-        };
-        let i = a.posts.partition_point(|p| p.key < *key);
-        let j = a.exact.partition_point(|p| p.key < *key);
-        let p = match (a.posts.get_mut(i), a.exact.get_mut(j)) {
-            (Some(p), _) if p.key == *key => p,
-            (_, Some(p)) if p.key == *key => p,
-            _ => return,
-        };
-        p.resolved = true;
+        if let Some(p) = self.parts.get_mut(&partition).and_then(|a| a.find_mut(key)) {
+            p.resolved = true;
+        }
     }
 
     /// Forgets which posts were resolved (their entries left the index).
@@ -221,12 +231,12 @@ impl Lookahead {
 
     fn find(&self, partition: u32, key: &OrderKey) -> Option<&Pending> {
         let a = self.parts.get(&partition)?;
-        let i = a.posts.partition_point(|p| p.key < *key);
-        let j = a.exact.partition_point(|p| p.key < *key);
-        [a.posts.get(i), a.exact.get(j)]
-            .into_iter()
-            .flatten()
-            .find(|p| p.key == *key)
+        let (exact, i) = a.position(key)?;
+        if exact {
+            a.exact.get(i)
+        } else {
+            a.posts.get(i)
+        }
     }
 
     /// Posts of `partition` read and not known to be decided.
@@ -280,16 +290,13 @@ impl Lookahead {
                 continue;
             };
             let exact = is_below(exact_below, gates.chars, gates.tokens);
-            let resolved = false;
-            a.push(
-                Pending {
-                    key,
-                    gates,
-                    post,
-                    resolved,
-                },
-                exact,
-            );
+            let pending = Pending {
+                key,
+                gates,
+                post,
+                resolved: false,
+            };
+            a.push(pending, exact);
         }
         true
     }
