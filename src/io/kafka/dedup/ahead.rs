@@ -151,7 +151,13 @@ impl Worker<'_> {
             }
             // Read ahead only to be compared, never indexed nor output.
             let posts = decode_sketch_record(m.payload().unwrap_or_default()).ok();
-            if !self.lookahead.read(q, offset, posts) {
+            if self.lookahead.read(q, offset, posts) {
+                // The consumer goes on from here by itself: no seek (`assign_ahead`), which
+                // would drop what it has fetched beyond.
+                if let Some(at) = self.ahead.at.get_mut(&q) {
+                    *at = (*at).max(offset + 1);
+                }
+            } else {
                 tracing::debug!(
                     partition = q,
                     offset,
