@@ -3,7 +3,8 @@
 # (tansu unless SIMDEDUP_BENCH_BROKER=mock): the dev stream xCOPIES (scripts/copies.py) is
 # produced to an 8-partition raw topic first; then WORKERS dedup workers (one group) start
 # and, once the group has settled (every worker holds its partitions), one route worker. Prints
-# how long the group took to settle, the rate from the route worker's start to the last verdict,
+# how long the group took to settle, the rate from the route worker's start (or, with
+# SIMDEDUP_BACKLOG_ROUTED, from the dedup workers' going on) to the last verdict,
 # each worker's CPU seconds per 1,000 posts from then on (not joining the group), and each dedup
 # worker's share of wall time spent waiting on the global order
 # (simdedup_order_wait_seconds_total: posts buffered, none allowed yet) and how many posts it
@@ -20,7 +21,11 @@
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
 # the work dir; SIMDEDUP_BACKLOG_PARTITIONS sets kafka.routed_partitions (default 8; the raw
 # topic keeps 8); SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
-# $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"').
+# $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"'). SIMDEDUP_BACKLOG_ROUTED=1 times the dedup stage
+# alone: the settled dedup workers are stopped (SIGSTOP) while the route worker routes the whole
+# backlog, the route worker is then stopped, and the dedup workers go on (SIGCONT) with the whole
+# routed backlog before them; the times count from then (on the mock broker: routing on tansu
+# may outlast the group's 45 s session timeout).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${1:-}
@@ -32,6 +37,10 @@ input=${3:-../shared/bench/weibo-dev-small/posts.jsonl}
 }
 timeout=${SIMDEDUP_BACKLOG_TIMEOUT:-1800}
 routed=${SIMDEDUP_BACKLOG_PARTITIONS:-8}
+prerouted=${SIMDEDUP_BACKLOG_ROUTED:-}
+# While stopped, the dedup workers see no routed record arrive: keep them from taking their
+# partitions for idle when they go on.
+idle_ms=$([ -n "$prerouted" ] && echo 120000 || echo 10000)
 [[ $routed =~ ^[1-9][0-9]*$ ]] || { echo "SIMDEDUP_BACKLOG_PARTITIONS: a partition count" >&2; exit 2; }
 source scripts/bench-env.sh
 bench_start backlog.posts:8 "backlog.routed:$routed" backlog.unique:8 backlog.duplicates:8 \
@@ -49,7 +58,7 @@ duplicates_topic = "backlog.duplicates"
 rejected_topic = "backlog.rejected"
 changelog_topic = "backlog.changelog"
 routed_partitions = $routed
-idle_after_ms = 10000
+idle_after_ms = $idle_ms
 TOML
 printf '%s\n' "${SIMDEDUP_BACKLOG_CONFIG:-}" >> "$work/config.toml"
 python3 scripts/copies.py "$input" "$copies" > "$work/stream.jsonl"
@@ -85,6 +94,27 @@ settled || { echo "the dedup group did not settle within 120 s" >&2; exit 1; }
 echo "the dedup group settled $(python3 -c "print(round($(date +%s.%N) - $s0, 1))") s after its workers started"
 sleep 1
 settled || { echo "the dedup group did not stay settled" >&2; exit 1; }
+addr() { sed -n 's/.*metrics listening address=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1; }
+metric() { # name metric -> value (0 if absent)
+  { curl -s "http://$(addr "$1")/metrics" 2>/dev/null || true; } | awk -v m="$2" '$1 == m {print $2; f=1} END {if (!f) print 0}'
+}
+if [ -n "$prerouted" ]; then
+  for p in "${pids[@]}"; do kill -STOP "$p"; done
+  start route route
+  # Routed: every post read, and no envelope acknowledged for a second.
+  for _ in $(seq "$((timeout * 10))"); do
+    [ "$(metric route simdedup_posts_in_total)" -ge "$n" ] 2>/dev/null && break
+    sleep 0.1
+  done
+  acked=-1
+  while [ "$(metric route simdedup_outputs_acked_total)" != "$acked" ]; do
+    acked=$(metric route simdedup_outputs_acked_total)
+    sleep 1
+  done
+  echo "the route worker routed $(metric route simdedup_posts_in_total) posts in $acked envelopes; the dedup workers go on"
+  kill -KILL "${pids[-1]}"
+  unset 'pids[-1]' 'names[-1]'
+fi
 proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }
 broker_cpu() { proc_cpu "$(cat "$SIMDEDUP_RUN/broker.pid")"; }
 b0=$(broker_cpu)
@@ -93,12 +123,12 @@ b0=$(broker_cpu)
 cpu0=()
 for p in "${pids[@]}"; do cpu0+=("$(proc_cpu "$p")"); done
 t0=$(date +%s.%N)
-start route route
-addr() { sed -n 's/.*metrics listening address=\([0-9.:]*\).*/\1/p' "$work/$1.log" | head -1; }
-metric() { # name metric -> value (0 if absent)
-  curl -s "http://$(addr "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2; f=1} END {if (!f) print 0}'
-}
-# Samples (seconds since the route worker's start, verdicts out, then CPU seconds: broker,
+if [ -n "$prerouted" ]; then
+  for p in "${pids[@]}"; do kill -CONT "$p"; done
+else
+  start route route
+fi
+# Samples (seconds since the route worker's start or the dedup workers' going on, verdicts out, then CPU seconds: broker,
 # machine, each worker; then each dedup worker's seconds waiting on the order), every 0.1 s, for
 # the drain rate: a lone worker drains the dev stream x4 in about 1.5 s, which samples 0.5 s apart
 # cut into three or four. One sampling process for the whole run: a shell loop starting
