@@ -102,10 +102,12 @@ if [ -n "$prerouted" ]; then
   for p in "${pids[@]}"; do kill -STOP "$p"; done
   start route route
   # Routed: every post read, and no envelope acknowledged for a second.
+  routed_in() { [ "$(metric route simdedup_posts_in_total)" -ge "$n" ]; }
   for _ in $(seq "$((timeout * 10))"); do
-    [ "$(metric route simdedup_posts_in_total)" -ge "$n" ] 2>/dev/null && break
+    routed_in && break
     sleep 0.1
   done
+  routed_in || { echo "the route worker did not read the backlog within $timeout s" >&2; exit 1; }
   acked=-1
   while [ "$(metric route simdedup_outputs_acked_total)" != "$acked" ]; do
     acked=$(metric route simdedup_outputs_acked_total)
@@ -128,11 +130,11 @@ if [ -n "$prerouted" ]; then
 else
   start route route
 fi
-# Samples (seconds since the route worker's start or the dedup workers' going on, verdicts out, then CPU seconds: broker,
-# machine, each worker; then each dedup worker's seconds waiting on the order), every 0.1 s, for
-# the drain rate: a lone worker drains the dev stream x4 in about 1.5 s, which samples 0.5 s apart
-# cut into three or four. One sampling process for the whole run: a shell loop starting
-# interpreters and curl twice a second took a fifth of this machine.
+# Samples (seconds since the route worker's start or the dedup workers' going on, verdicts out,
+# then CPU seconds: broker, machine, each worker; then each dedup worker's seconds waiting on the
+# order), every 0.1 s, for the drain rate: a lone worker drains the dev stream x4 in about 1.5 s,
+# which samples 0.5 s apart cut into three or four. One sampling process for the whole run: a
+# shell loop starting interpreters and curl twice a second took a fifth of this machine.
 dedup_addrs=()
 for i in $(seq "$workers"); do dedup_addrs+=("$(addr "dedup$i")"); done
 : > "$work/samples"

@@ -42,8 +42,9 @@ const AHEAD_PAUSE_AFTER: Duration = Duration::from_millis(500);
 const AHEAD_RESTART_LAG: u64 = 4;
 
 /// What the consumer reading ahead was told: the partitions it holds (every partition another
-/// worker owned when it was last assigned), per partition followed the offset it was pointed at
-/// (by that assignment or a seek since), and per partition whether it is paused.
+/// worker owned when it was last assigned), per partition followed the offset it reads next
+/// (where that assignment or a seek since pointed it, moved on by each record read), and per
+/// partition whether it is paused.
 ///
 /// Its assignment changes only when the partitions other workers own do, and is first made when
 /// a post first waits; a partition followed again from a newer marker is sought. Assigning anew
