@@ -5,7 +5,8 @@
 # and, once the group has settled (every worker holds its partitions), one route worker. Prints
 # how long the group took to settle, the rate from the route worker's start (or, with
 # SIMDEDUP_BACKLOG_ROUTED, from the dedup workers' going on) to the last verdict,
-# each worker's CPU seconds per 1,000 posts from then on (not joining the group), and each dedup
+# each worker's CPU seconds per 1,000 posts from then on (not joining the group) and, split by
+# thread name (its own threads, librdkafka's, the others), in microseconds per post, and each dedup
 # worker's share of wall time spent waiting on the global order
 # (simdedup_order_wait_seconds_total: posts buffered, none allowed yet) and how many posts it
 # decided ahead of their turn (simdedup_decided_ahead_total), how many posts waited and for how
@@ -124,6 +125,20 @@ b0=$(broker_cpu)
 # for it to settle.
 cpu0=()
 for p in "${pids[@]}"; do cpu0+=("$(proc_cpu "$p")"); done
+# And by thread: each worker's threads with their CPU ticks (utime + stime; a thread's name may
+# hold spaces, so the fields are counted from the end of the name).
+threads_cpu() {
+  local p t s f
+  for p in "${pids[@]}"; do
+    for t in /proc/"$p"/task/*; do
+      s=$(cat "$t/stat" 2>/dev/null) || continue
+      s=${s##*) }
+      read -ra f <<< "$s"
+      echo "$p ${t##*/} $((f[11] + f[12])) $(tr ' ' _ < "$t/comm")"
+    done
+  done
+}
+threads_cpu > "$work/threads0"
 t0=$(date +%s.%N)
 if [ -n "$prerouted" ]; then
   for p in "${pids[@]}"; do kill -CONT "$p"; done
@@ -182,6 +197,7 @@ with open(out, "w") as f:
 PY
 got=$(tail -1 "$work/samples" | cut -d' ' -f2)
 t1=$(date +%s.%N)
+threads_cpu > "$work/threads1"
 b1=$(broker_cpu)
 wall=$(python3 -c "print(round($t1 - $t0, 1))")
 echo "workers $workers: $got of $n verdicts out (acknowledged) in $wall s: $(python3 -c "print(round($got / ($t1 - $t0)))") posts/s"
@@ -210,6 +226,28 @@ if a is not None and b is not None and b[0] > a[0]:
     print(f"meanwhile each dedup worker waited on the order (posts buffered, none allowed): {waits}")
 PY
 echo "broker: CPU $(python3 -c "print(round(($b1 - $b0) / $n * 1000, 3))") s per 1,000 posts ($(python3 -c "print(round(100 * ($b1 - $b0) / ($t1 - $t0)))")% of one core)"
+# Where each worker's CPU went, by thread name, per post of the backlog: `simdedup` (unnamed
+# threads: the one that decodes, reads ahead and decides), librdkafka's (rdk:*), the others.
+python3 - "$n" "$work/threads0" "$work/threads1" "$(getconf CLK_TCK)" "${pids[*]}" "${names[*]}" <<'PY'
+import collections, sys
+n, hz, pids, names = int(sys.argv[1]), int(sys.argv[4]), sys.argv[5].split(), sys.argv[6].split()
+def load(path):
+    ticks = {}
+    for line in open(path):
+        pid, tid, t, comm = line.split()
+        ticks[(pid, tid)] = (int(t), comm)
+    return ticks
+t0, t1 = load(sys.argv[2]), load(sys.argv[3])
+for pid, name in zip(pids, names):
+    use = collections.Counter()
+    for (p, tid), (t, comm) in t1.items():
+        if p != pid:
+            continue
+        kind = "librdkafka" if comm.startswith("rdk:") else comm
+        use[kind] += t - t0.get((p, tid), (0, comm))[0]
+    parts = ", ".join(f"{k} {v / hz / n * 1e6:.1f}" for k, v in use.most_common() if v)
+    print(f"{name}: CPU us per post of the backlog by thread, until the last verdict: {parts}")
+PY
 for i in "${!names[@]}"; do
   nm=${names[$i]}
   cpu=$(python3 -c "print($(proc_cpu "${pids[$i]}") - ${cpu0[$i]:-0})")
