@@ -5,7 +5,7 @@
 //! other workers publish on the changelog (`Progress`), or from local state for a partition this
 //! worker owns (`local_bound`). No Kafka here: the worker loop feeds it and obeys it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -52,27 +52,11 @@ pub(crate) type Last = Option<(u64, i64, i64)>;
 pub(crate) struct Progress {
     latest: BTreeMap<u32, (Bound, Last)>,
     history: BTreeMap<u32, BTreeMap<u64, (i64, i64)>>,
-    /// Partitions whose latest marker came from a worker waiting on another worker's partition
-    /// (not kept: it describes the moment).
-    #[serde(skip)]
-    waiting: BTreeSet<u32>,
 }
 
 impl Progress {
-    /// Records a marker of `partition` (`idle`, else bounded by `lower_bound`; `waiting`: its
-    /// owner waits on another worker's partition).
-    pub(crate) fn note(
-        &mut self,
-        partition: u32,
-        lower_bound: OrderKey,
-        (idle, waiting): (bool, bool),
-        last: Last,
-    ) {
-        if waiting {
-            self.waiting.insert(partition);
-        } else {
-            self.waiting.remove(&partition);
-        }
+    /// Records a marker of `partition` (`idle`, else bounded by `lower_bound`).
+    pub(crate) fn note(&mut self, partition: u32, lower_bound: OrderKey, idle: bool, last: Last) {
         let bound = if idle {
             Bound::Idle
         } else {
@@ -86,12 +70,6 @@ impl Progress {
                 h.pop_first();
             }
         }
-    }
-
-    /// Whether the latest marker of some partition that `owned` says is not this worker's came
-    /// from a worker waiting on another worker's partition (perhaps this one's).
-    pub(crate) fn waited_on(&self, owned: impl Fn(u32) -> bool) -> bool {
-        self.waiting.iter().any(|p| !owned(*p))
     }
 
     /// What a worker resuming `partition` at the committed offset `start` takes over from its
@@ -259,9 +237,9 @@ mod tests {
     fn a_partition_resumed_right_after_its_idle_marker_is_taken_over_idle() {
         let mut p = Progress::default();
         assert_eq!(p.resume(3, Some(8)), (None, false));
-        p.note(3, key(5, 3, 7), (false, false), Some((7, 5, 0)));
+        p.note(3, key(5, 3, 7), false, Some((7, 5, 0)));
         assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), false));
-        p.note(3, OrderKey::default(), (true, false), Some((7, 5, 0)));
+        p.note(3, OrderKey::default(), true, Some((7, 5, 0)));
         assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), true));
         // Resumed elsewhere (records after the marker, or a replay from the start), or with
         // nothing committed: nothing is taken over.
@@ -270,49 +248,28 @@ mod tests {
         assert_eq!(p.resume(3, None), (None, false));
         assert_eq!(p.resume(4, Some(8)), (None, false));
         // An idle marker without a decided record says nothing about where it stood...
-        p.note(4, OrderKey::default(), (true, false), None);
+        p.note(4, OrderKey::default(), true, None);
         assert_eq!(p.resume(4, Some(0)), (None, false));
         // ...but after one that did, it comes from an owner that decided nothing since.
-        p.note(3, OrderKey::default(), (true, false), None);
+        p.note(3, OrderKey::default(), true, None);
         assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), true));
         assert_eq!(p.resume(3, Some(9)), (None, false));
         // Busy again: not idle, though the last record is still known.
-        p.note(3, key(6, 3, 8), (false, false), None);
+        p.note(3, key(6, 3, 8), false, None);
         assert_eq!(p.resume(3, Some(8)), (Some((7, 5, 0)), false));
-    }
-
-    #[test]
-    fn a_partition_is_waited_on_while_its_latest_marker_says_so() {
-        let mut p = Progress::default();
-        let mine = |q: u32| q < 4;
-        assert!(!p.waited_on(mine));
-        // A marker of this worker's own partition (read back) does not count.
-        p.note(1, key(5, 1, 1), (false, true), None);
-        assert!(!p.waited_on(mine));
-        p.note(6, key(5, 6, 1), (false, true), None);
-        p.note(7, key(5, 7, 1), (false, true), None);
-        assert!(p.waited_on(mine));
-        // Until every such partition's latest marker says otherwise.
-        p.note(6, key(5, 6, 2), (false, false), None);
-        assert!(p.waited_on(mine));
-        p.note(7, OrderKey::default(), (true, false), None);
-        assert!(!p.waited_on(mine));
-        // Partitions taken over count no more.
-        p.note(6, key(5, 6, 3), (false, true), None);
-        assert!(!p.waited_on(|q| q < 8));
     }
 
     #[test]
     fn a_held_idle_partition_bounds_others_by_its_next_record() {
         let mut p = Progress::default();
         assert_eq!(p.bound_held(2), Bound::Unknown);
-        p.note(2, key(5, 2, 7), (false, false), Some((7, 5, 0)));
+        p.note(2, key(5, 2, 7), false, Some((7, 5, 0)));
         assert_eq!(
             p.bound_held(2),
             Bound::Key(key(5, 2, 7)),
             "busy: as published"
         );
-        p.note(2, OrderKey::default(), (true, false), Some((9, 40, 0)));
+        p.note(2, OrderKey::default(), true, Some((9, 40, 0)));
         assert_eq!(p.bound(2), Bound::Idle);
         let held = p.bound_held(2);
         assert_eq!(held, Bound::Key(frontier(2, 10, Some(40), 0)));
@@ -321,7 +278,7 @@ mod tests {
         assert!(held.allows(&key(39, 5, 0), &STRICT));
         assert!(!held.allows(&key(41, 0, 0), &STRICT));
         // An idle marker that names no record says nothing about where the partition stands.
-        p.note(6, OrderKey::default(), (true, false), None);
+        p.note(6, OrderKey::default(), true, None);
         assert_eq!(p.bound_held(6), Bound::Unknown);
     }
 
@@ -407,13 +364,13 @@ mod tests {
     fn takeover_resumes_from_the_marker_before_the_offset() {
         let mut p = Progress::default();
         assert_eq!(p.bound(4), Bound::Unknown);
-        p.note(4, key(10, 4, 0), (false, false), Some((9, 10, 10_500)));
-        p.note(4, key(20, 4, 0), (false, false), Some((19, 20, 20_500)));
+        p.note(4, key(10, 4, 0), false, Some((9, 10, 10_500)));
+        p.note(4, key(20, 4, 0), false, Some((19, 20, 20_500)));
         assert_eq!(p.before(4, 20), Some((19, (20, 20_500))));
         assert_eq!(p.before(4, 15), Some((9, (10, 10_500))));
         assert_eq!(p.before(4, 9), None);
         assert_eq!(p.bound(4), Bound::Key(key(20, 4, 0)));
-        p.note(4, OrderKey::default(), (true, false), None);
+        p.note(4, OrderKey::default(), true, None);
         assert_eq!(p.bound(4), Bound::Idle);
         assert_eq!(
             p.before(4, 100),
@@ -427,12 +384,7 @@ mod tests {
         let mut p = Progress::default();
         let n = MARKER_HISTORY as u64 + 10;
         for o in 0..n {
-            p.note(
-                0,
-                key(o as i64, 0, 0),
-                (false, false),
-                Some((o, o as i64, 0)),
-            );
+            p.note(0, key(o as i64, 0, 0), false, Some((o, o as i64, 0)));
         }
         assert_eq!(p.before(0, 10), None, "the 10 oldest markers are dropped");
         assert_eq!(p.before(0, 11), Some((10, (10, 0))));

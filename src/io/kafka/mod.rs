@@ -68,7 +68,7 @@ pub struct KafkaConfig {
     /// ordered by arrival).
     pub wake_grace_ms: u64,
     /// How often a dedup worker publishes progress markers for its partitions; also the longest
-    /// round of decisions between two polls of its consumers (at least 10 ms).
+    /// round of decisions between two polls of its consumers (at least 1 ms).
     pub marker_interval_ms: u64,
     /// Event-time tick, in seconds, of the cross-partition order. A post sees the entries of other
     /// routed partitions from earlier ticks only (its own partition's from every earlier post), so

@@ -168,7 +168,7 @@ impl Worker<'_> {
             return;
         }
         self.progress
-            .note(m.partition, m.lower_bound, (m.idle, m.waiting), m.last);
+            .note(m.partition, m.lower_bound, m.idle, m.last);
     }
 
     /// Empties the index and applies the changelog again from its start (the partitions' new

@@ -18,42 +18,48 @@ use crate::index::OrderKey;
 use crate::metrics;
 use crate::verify::{Bits, Sketch};
 
-/// The shortest round of decisions.
-const MIN_ROUND: Duration = Duration::from_millis(10);
+/// The shortest round of decisions: a `marker_interval_ms` below it counts as it.
+const MIN_ROUND: Duration = Duration::from_millis(1);
+
+/// The longest round of a worker in a hurry (`Worker::hurry`).
+const HURRY_ROUND: Duration = Duration::from_millis(2);
+
+/// A worker with at least this many posts buffered is catching up (a backlog, a replay): see
+/// `Worker::hurry`.
+const CATCHING_UP_BUFFERED: usize = 2_000;
 
 /// How long one round of decisions may last: a worker's markers go out every
 /// `marker_interval_ms`, and between rounds it polls its consumers, publishes its markers and
 /// stores its offsets. A round that went on while anything was ready once decided for minutes
 /// (hundreds of thousands of buffered posts of a slow stream): the other workers waited on its
 /// markers all along, and the routed consumer, not polled for `max.poll.interval.ms` (5 min),
-/// left the group and its partitions were decided again.
-/// A worker with at least this many posts buffered is catching up (a backlog, a replay): see
-/// `Worker::hurry`.
-const CATCHING_UP_BUFFERED: usize = 2_000;
-
-/// While `Worker::hurry`, rounds last `MIN_ROUND`: the marker of a post another worker awaits
-/// goes out right after the round that decides it.
+/// left the group and its partitions were decided again. While `Worker::hurry`, rounds last
+/// `HURRY_ROUND` at most: the marker of a post another worker awaits goes out right after the
+/// round that decides it.
 fn round_budget(marker_interval_ms: u64, hurry: bool) -> Duration {
+    let interval = Duration::from_millis(marker_interval_ms).max(MIN_ROUND);
     match hurry {
-        true => MIN_ROUND,
-        false => Duration::from_millis(marker_interval_ms).max(MIN_ROUND),
+        true => interval.min(HURRY_ROUND),
+        false => interval,
     }
 }
 
 impl Worker<'_> {
     /// Whether this worker is catching up: `CATCHING_UP_BUFFERED` posts or more buffered. Only
-    /// then do its markers say that it waits on another worker (`Marker::waiting`), and does it
-    /// hurry for others: on a live stream, where buffers stay short, markers sent for that
+    /// then does it hurry, and do its markers say that it waits on another worker
+    /// (`Marker::waiting`): on a live stream, where buffers stay short, markers sent for that
     /// alone cost CPU per post (README, Backlog).
     pub(super) fn catching_up(&self) -> bool {
         self.owned.values().map(|o| o.buf.len()).sum::<usize>() >= CATCHING_UP_BUFFERED
     }
 
-    /// Whether this worker should decide in short rounds and publish its markers after each:
-    /// it is catching up and another worker waits on a partition it owns, as far as the latest
-    /// markers say.
+    /// Whether this worker should decide in short rounds (`HURRY_ROUND`) and publish its markers
+    /// after each: it is catching up and shares the routed partitions with other workers. Their
+    /// heads wait on its markers, and compare themselves with every post of its partitions read
+    /// ahead that no marker has yet said is decided: the sooner its markers come, the fewer
+    /// (README, Backlog).
     pub(super) fn hurry(&self) -> bool {
-        self.catching_up() && self.progress.waited_on(|q| self.owned.contains_key(&q))
+        self.catching_up() && self.owned.len() < self.partitions as usize
     }
 
     /// Decides buffered posts while some lane's head may be decided, the earliest such head
@@ -240,5 +246,24 @@ impl Worker<'_> {
         } else {
             Check::Clear
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{round_budget, HURRY_ROUND, MIN_ROUND};
+    use std::time::Duration;
+
+    #[test]
+    fn rounds_last_the_marker_interval_and_a_hurry_cuts_them_short() {
+        let ms = Duration::from_millis;
+        assert_eq!(round_budget(50, false), ms(50));
+        assert_eq!(round_budget(50, true), HURRY_ROUND);
+        // An interval shorter than a hurry's rounds is kept in a hurry too.
+        assert_eq!(round_budget(2, false), ms(2));
+        assert_eq!(round_budget(2, true), ms(2));
+        // No round is shorter than the floor.
+        assert_eq!(round_budget(0, false), MIN_ROUND);
+        assert_eq!(round_budget(0, true), MIN_ROUND);
     }
 }

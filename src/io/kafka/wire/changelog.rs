@@ -17,9 +17,11 @@ pub struct Marker {
     pub lower_bound: OrderKey,
     /// The partition had no pending records (caught up for a while): it blocks nobody.
     pub idle: bool,
-    /// The publishing worker has a post held back by a partition another worker owns: the
-    /// owners of other partitions publish their markers every round while it waits
-    /// (never set with `idle`; earlier versions read it as not idle, which it is not).
+    /// The publishing worker has a post held back by a partition another worker owns (never
+    /// set with `idle`; earlier versions read it as not idle, which it is not). Still written
+    /// for workers of earlier versions in the same group, which hurried only for a worker that
+    /// said so; a worker now hurries whenever it catches up on shared partitions
+    /// (`Worker::hurry`) and reads it no more.
     pub waiting: bool,
     /// The last decided offset and the partition watermark and arrival there, if any: a worker
     /// taking the partition over at `offset + 1` resumes with them.
