@@ -18,6 +18,7 @@ rounds=${1:-}
 shift
 out=${SIMDEDUP_RATIO_OUT:-$(mktemp -d)}
 mkdir -p "$out"
+: > "$out/rates"
 echo "logs: $out"
 for r in $(seq "$rounds"); do
   order="1 2"
@@ -44,16 +45,14 @@ def run(w):
 (r1, c1, _), (r2, c2, w2) = run(1), run(2)
 print(f"round {r}: one {r1} posts/s ({c1} CPU s per 1,000 posts), two {r2} posts/s "
       f"({c2}; waiting {w2}): ratio {r2 / r1:.2f}", flush=True)
+with open(f"{out}/rates", "a") as f:
+    f.write(f"{r1} {r2}\n")
 PY
 done
-python3 - "$out" "$rounds" <<'PY'
-import re, statistics, sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-def rate(r, w):
-    text = open(f"{out}/round{r}-workers{w}.log").read()
-    return int(re.search(r"drain rate, 5% to 95% of the verdicts out: (\d+) posts/s", text)[1])
-one = [rate(r, 1) for r in range(1, rounds + 1)]
-two = [rate(r, 2) for r in range(1, rounds + 1)]
+python3 - "$out/rates" "$rounds" <<'PY'
+import statistics, sys
+rates, rounds = sys.argv[1], int(sys.argv[2])
+one, two = zip(*(map(int, line.split()) for line in open(rates)))
 ratios = [b / a for a, b in zip(one, two)]
 print(f"medians over {rounds} rounds: one {statistics.median(one):.0f} posts/s, "
       f"two {statistics.median(two):.0f} posts/s; ratio of the medians "
