@@ -1,0 +1,96 @@
+//! Gate benchmark: what a dedup worker's read-ahead check costs per pair of posts. A worker that
+//! shares the routed partitions compares each waiting head with the undecided posts it has read
+//! ahead of the other workers, by `verify::may_accept` (the gates' bound), and nearly every pair is
+//! rejected there. Here each post of a stream is compared that way with the next W posts in the
+//! file's order (posts close in time, as read ahead). Prints nanoseconds per pair (the median of R
+//! repetitions), the pairs compared and how many the bound let through: that count must not change
+//! with an optimization.
+//!
+//! `cargo bench --bench gates -- [POSTS.jsonl] [W] [R]`: by default the dev stream
+//! (`../shared/bench/weibo-dev-small/posts.jsonl`, else the project's sample posts), W 256, R 7.
+
+use std::time::Instant;
+
+use simdedup::app::config::Config;
+use simdedup::engine::{Analyzed, Analyzer};
+use simdedup::text::tokenize::{Tokenizer, DEFAULT_STOPWORDS};
+use simdedup::verify::{self, Bits, Gates};
+
+const DEV_STREAM: &str = "../shared/bench/weibo-dev-small/posts.jsonl";
+const SAMPLE: &str = "tests/data/sample_posts.jsonl";
+
+fn main() {
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
+    let path = args
+        .iter()
+        .find(|a| a.ends_with(".jsonl"))
+        .cloned()
+        .unwrap_or_else(|| {
+            let dev = std::path::Path::new(DEV_STREAM);
+            (if dev.exists() { DEV_STREAM } else { SAMPLE }).to_string()
+        });
+    let numbers: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let window = numbers.first().copied().unwrap_or(256);
+    let reps = numbers.get(1).copied().unwrap_or(7).max(1);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+
+    let cfg = Config::default();
+    let tokenizer = Tokenizer::new(cfg.text.weighting, DEFAULT_STOPWORDS);
+    let mut analyzer = Analyzer::new(&tokenizer);
+    let mut posts: Vec<Analyzed> = Vec::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON post per line");
+        let Some(raw) = v.get("text").and_then(|t| t.as_str()) else {
+            continue;
+        };
+        let mut a = Analyzed::default();
+        analyzer.analyze(raw, &mut a);
+        if !a.chars.is_empty() {
+            posts.push(a);
+        }
+    }
+    // What a post read ahead keeps for the gates, as `lookahead` computes it.
+    let gates: Vec<Gates> = posts
+        .iter()
+        .map(|a| {
+            let s = a.sketch();
+            Gates {
+                chars: s.chars.len(),
+                tokens: s.tokens.len(),
+                fingerprint: s.fingerprint,
+                text_hash: Some(s.text_hash as u32),
+                bits: Bits::of(&s),
+            }
+        })
+        .collect();
+    let bits: Vec<Bits> = gates.iter().map(|g| g.bits).collect();
+
+    let mut times = Vec::with_capacity(reps);
+    let (mut pairs, mut through) = (0u64, 0u64);
+    for _ in 0..reps {
+        (pairs, through) = (0, 0);
+        let t0 = Instant::now();
+        for (i, a) in posts.iter().enumerate() {
+            let sketch = a.sketch();
+            for g in &gates[i + 1..(i + 1 + window).min(gates.len())] {
+                pairs += 1;
+                through += u64::from(verify::may_accept(&sketch, &bits[i], g, &cfg.verify));
+            }
+        }
+        times.push(t0.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    let median = times[times.len() / 2];
+    println!(
+        "gates posts={} window={window} pairs={pairs} through={through} ({:.3}%) ns_per_pair={:.2} \
+         (median of {reps}; fastest {:.2}, slowest {:.2})",
+        posts.len(),
+        100.0 * through as f64 / pairs.max(1) as f64,
+        median * 1e9 / pairs.max(1) as f64,
+        times[0] * 1e9 / pairs.max(1) as f64,
+        times[times.len() - 1] * 1e9 / pairs.max(1) as f64,
+    );
+}
