@@ -280,6 +280,19 @@ pub struct Gates {
     pub bits: Bits,
 }
 
+impl Gates {
+    /// The gates of a sketch, its text hash known.
+    pub fn of(s: &Sketch<'_>) -> Gates {
+        Gates {
+            chars: s.chars.len(),
+            tokens: s.tokens.len(),
+            fingerprint: s.fingerprint,
+            text_hash: Some(s.text_hash as u32),
+            bits: Bits::of(s),
+        }
+    }
+}
+
 /// The 64-bit sets the gates compare: a text's characters (`char_bits`) and its tokens
 /// (`token_bits`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -13,8 +13,9 @@ use std::time::Instant;
 
 use simdedup::app::config::Config;
 use simdedup::engine::{Analyzed, Analyzer};
+use simdedup::input::Decoder;
 use simdedup::text::tokenize::{Tokenizer, DEFAULT_STOPWORDS};
-use simdedup::verify::{self, Bits, Gates};
+use simdedup::verify::{self, Gates};
 
 const DEV_STREAM: &str = "../shared/bench/weibo-dev-small/posts.jsonl";
 const SAMPLE: &str = "tests/data/sample_posts.jsonl";
@@ -38,35 +39,23 @@ fn main() {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
 
     let cfg = Config::default();
+    let decoder = Decoder::new(&cfg.input);
     let tokenizer = Tokenizer::new(cfg.text.weighting, DEFAULT_STOPWORDS);
     let mut analyzer = Analyzer::new(&tokenizer);
     let mut posts: Vec<Analyzed> = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON post per line");
-        let Some(raw) = v.get("text").and_then(|t| t.as_str()) else {
-            continue;
-        };
+    // Rejected lines and empty texts are left out: a worker compares neither.
+    for post in text
+        .lines()
+        .filter_map(|l| decoder.decode(l.as_bytes()).ok())
+    {
         let mut a = Analyzed::default();
-        analyzer.analyze(raw, &mut a);
+        analyzer.analyze(&post.text, &mut a);
         if !a.chars.is_empty() {
             posts.push(a);
         }
     }
     // What a post read ahead keeps for the gates, as `lookahead` computes it.
-    let gates: Vec<Gates> = posts
-        .iter()
-        .map(|a| {
-            let s = a.sketch();
-            Gates {
-                chars: s.chars.len(),
-                tokens: s.tokens.len(),
-                fingerprint: s.fingerprint,
-                text_hash: Some(s.text_hash as u32),
-                bits: Bits::of(&s),
-            }
-        })
-        .collect();
-    let bits: Vec<Bits> = gates.iter().map(|g| g.bits).collect();
+    let gates: Vec<Gates> = posts.iter().map(|a| Gates::of(&a.sketch())).collect();
 
     let mut times = Vec::with_capacity(reps);
     let (mut pairs, mut through) = (0u64, 0u64);
@@ -77,7 +66,7 @@ fn main() {
             let sketch = a.sketch();
             for g in &gates[i + 1..(i + 1 + window).min(gates.len())] {
                 pairs += 1;
-                through += u64::from(verify::may_accept(&sketch, &bits[i], g, &cfg.verify));
+                through += u64::from(verify::may_accept(&sketch, &gates[i].bits, g, &cfg.verify));
             }
         }
         times.push(t0.elapsed().as_secs_f64());

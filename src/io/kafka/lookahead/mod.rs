@@ -123,16 +123,7 @@ impl Ahead {
 
 /// What verification's gates need of a post, `None` for an empty text (it matches nothing).
 pub(crate) fn gates_of(s: &Sketch<'_>) -> Option<Gates> {
-    if s.chars.is_empty() {
-        return None;
-    }
-    Some(Gates {
-        chars: s.chars.len(),
-        tokens: s.tokens.len(),
-        fingerprint: s.fingerprint,
-        text_hash: Some(s.text_hash as u32),
-        bits: Bits::of(s),
-    })
+    (!s.chars.is_empty()).then(|| Gates::of(s))
 }
 
 /// Whether `chars` and `tokens` are both below `bounds` (`Lookahead::exact_below`).
