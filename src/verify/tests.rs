@@ -144,23 +144,11 @@ pub(crate) fn edited(a: &[char], edits: &[(usize, u8, String)]) -> Vec<char> {
     b
 }
 
-/// The gates of the stored entry `s`, with its text hash (the index's records leave it out:
-/// `unhashed`).
-fn gates_of(s: &Sketch<'_>) -> Gates {
-    Gates {
-        chars: s.chars.len(),
-        tokens: s.tokens.len(),
-        fingerprint: s.fingerprint,
-        text_hash: Some(s.text_hash as u32),
-        bits: Bits::of(s),
-    }
-}
-
-/// `gates_of` without the text hash, as the index keeps them.
+/// `Gates::of` without the text hash, as the index keeps them.
 fn unhashed(s: &Sketch<'_>) -> Gates {
     Gates {
         text_hash: None,
-        ..gates_of(s)
+        ..Gates::of(s)
     }
 }
 
@@ -206,7 +194,7 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = gates_of(&sb);
+        let gates = Gates::of(&sb);
         if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg));
             // The bound is never below the score, so a candidate skipped for it never wins.
@@ -235,7 +223,7 @@ proptest! {
         let fb = fa ^ ((1u64 << flips) - 1);
         let (sa, sb) = (sketch(&a, &ta, fa), sketch(&b, &tb, fb));
         let cfg = VerifyConfig::default();
-        let gates = gates_of(&sb);
+        let gates = Gates::of(&sb);
         if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept_simhash(&sa, token_bits(&ta), &gates, &cfg));
             prop_assert!(simhash_bound(&sa, token_bits(&ta), &gates, &cfg) >= Some(m.score));
@@ -257,7 +245,7 @@ proptest! {
         let b: Vec<char> = pad.0.chars().chain(b[cut.0.min(b.len())..end].iter().copied()).chain(pad.1.chars()).collect();
         let (sa, sb) = (sketch(&a, &[], 0), sketch(&b, &[], 0));
         let cfg = VerifyConfig::default();
-        let gates = gates_of(&sb);
+        let gates = Gates::of(&sb);
         if let Some(m) = verify(&sa, &sb, &cfg) {
             prop_assert!(may_accept(&sa, &Bits::of(&sa), &gates, &cfg), "a={:?} b={:?}", a, b);
             let bound = score_bound(&sa, &Bits::of(&sa), &unhashed(&sb), &cfg);
