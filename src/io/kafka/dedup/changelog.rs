@@ -31,12 +31,23 @@ const CHANGELOG_POLL_BATCH: usize = 10_000;
 /// Partition number of sync records on the changelog (no routed partition has it).
 const SYNC_PARTITION: u32 = u32::MAX;
 
+/// How long pointing the reader at the changelog waits for the topic's metadata at most.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Points the reader at `from` on the changelog (`topic`, partition 0); it fetches from then on.
+/// The reader learns the changelog's leader first: librdkafka looks up a logical offset (the
+/// log's start) only once it knows the leader, and a lookup asked before that is tried again
+/// 500 ms later, however soon the leader is known. A worker without local state caught up an
+/// empty changelog in 0.51 s that way, and a `run --role all` started deciding that much later.
 pub(super) fn assign(
     reader: &BaseConsumer<client::QuietContext>,
     topic: &str,
     from: Offset,
 ) -> Result<(), KafkaError> {
+    if let Err(e) = reader.fetch_metadata(Some(topic), METADATA_TIMEOUT) {
+        // Not fatal: the lookup is then only later (and a missing topic is reported by fetching).
+        tracing::debug!(error = %e, topic, "changelog metadata");
+    }
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, 0, from)?;
     reader.assign(&tpl)?;
