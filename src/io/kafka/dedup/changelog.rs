@@ -38,7 +38,7 @@ const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 /// The reader learns the changelog's leader first: librdkafka looks up a logical offset (the
 /// log's start) only once it knows the leader, and a lookup asked before that is tried again
 /// 500 ms later, however soon the leader is known. A worker without local state caught up an
-/// empty changelog in 0.51 s that way, and a `run --role all` started deciding that much later.
+/// empty changelog in 0.51 s that way, and 0.06 s once it asked for the metadata first.
 pub(super) fn assign(
     reader: &BaseConsumer<client::QuietContext>,
     topic: &str,
