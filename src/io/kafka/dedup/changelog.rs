@@ -16,6 +16,7 @@ use super::super::wire::{
     decode_changelog, encode_changelog, ChangelogRead, ChangelogRecord, Marker,
 };
 use super::super::KafkaError;
+use super::clients::METADATA_TIMEOUT;
 use super::{Clients, Worker};
 use crate::clock::now_millis;
 use crate::index::OrderKey;
@@ -30,9 +31,6 @@ const CHANGELOG_POLL_BATCH: usize = 10_000;
 
 /// Partition number of sync records on the changelog (no routed partition has it).
 const SYNC_PARTITION: u32 = u32::MAX;
-
-/// How long pointing the reader at the changelog waits for the topic's metadata at most.
-const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Points the reader at `from` on the changelog (`topic`, partition 0); it fetches from then on.
 /// The reader learns the changelog's leader first: librdkafka looks up a logical offset (the

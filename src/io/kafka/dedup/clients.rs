@@ -25,8 +25,9 @@ pub(super) struct Clients {
     pub(super) deliveries: Receiver<Delivery>,
 }
 
-/// How long the read-ahead consumer waits for the routed topic's metadata at most.
-const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a worker's consumer waits for a topic's metadata at most (the read-ahead consumer's
+/// for the routed topic, the changelog reader's for the changelog).
+pub(super) const METADATA_TIMEOUT: Duration = Duration::from_secs(5);
 
 impl Clients {
     /// The group consumer of the routed topic, the changelog reader, the read-ahead consumer
