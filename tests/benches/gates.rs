@@ -17,23 +17,11 @@ use simdedup::input::Decoder;
 use simdedup::text::tokenize::{Tokenizer, DEFAULT_STOPWORDS};
 use simdedup::verify::{self, Gates};
 
-const DEV_STREAM: &str = "../shared/bench/weibo-dev-small/posts.jsonl";
-const SAMPLE: &str = "tests/data/sample_posts.jsonl";
+#[path = "posts_arg.rs"]
+mod posts_arg;
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let path = args
-        .iter()
-        .find(|a| a.ends_with(".jsonl"))
-        .cloned()
-        .unwrap_or_else(|| {
-            let dev = std::path::Path::new(DEV_STREAM);
-            (if dev.exists() { DEV_STREAM } else { SAMPLE }).to_string()
-        });
-    let numbers: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
+    let (path, numbers) = posts_arg::posts_and_numbers();
     let window = numbers.first().copied().unwrap_or(256);
     let reps = numbers.get(1).copied().unwrap_or(7).max(1);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));

@@ -21,8 +21,8 @@ use simdedup::io::kafka::wire::{
 use simdedup::text::tokenize::{Tokenizer, DEFAULT_STOPWORDS};
 use simdedup::types::{EventTime, PostId};
 
-const DEV_STREAM: &str = "../shared/bench/weibo-dev-small/posts.jsonl";
-const SAMPLE: &str = "tests/data/sample_posts.jsonl";
+#[path = "posts_arg.rs"]
+mod posts_arg;
 
 /// Bytes of posts per envelope, as the route stage sends them (`route::ENVELOPE_MAX_BYTES`).
 const ENVELOPE_BYTES: usize = 64 * 1024;
@@ -35,23 +35,8 @@ struct Post {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| a != "--bench")
-        .collect();
-    let path = args
-        .iter()
-        .find(|a| a.ends_with(".jsonl"))
-        .cloned()
-        .unwrap_or_else(|| {
-            let dev = std::path::Path::new(DEV_STREAM);
-            (if dev.exists() { DEV_STREAM } else { SAMPLE }).to_string()
-        });
-    let reps = args
-        .iter()
-        .find_map(|a| a.parse::<usize>().ok())
-        .unwrap_or(7)
-        .max(1);
+    let (path, numbers) = posts_arg::posts_and_numbers();
+    let reps = numbers.first().copied().unwrap_or(7).max(1);
     let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
 
     let cfg = Config::default();
