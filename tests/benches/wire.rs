@@ -15,17 +15,16 @@ use std::time::Instant;
 use simdedup::app::config::Config;
 use simdedup::engine::{Analyzed, Analyzer};
 use simdedup::input::Decoder;
+use simdedup::io::kafka::route::ENVELOPE_MAX_BYTES;
 use simdedup::io::kafka::wire::{
     decode_routed_record, decode_sketch_record, encode_routed_into, Envelope, Words,
+    ENVELOPE_MAX_POSTS,
 };
 use simdedup::text::tokenize::{Tokenizer, DEFAULT_STOPWORDS};
 use simdedup::types::{EventTime, PostId};
 
 #[path = "posts_arg.rs"]
 mod posts_arg;
-
-/// Bytes of posts per envelope, as the route stage sends them (`route::ENVELOPE_MAX_BYTES`).
-const ENVELOPE_BYTES: usize = 64 * 1024;
 
 struct Post {
     id: PostId,
@@ -110,7 +109,8 @@ fn fill(posts: &[Post]) -> Vec<Vec<u8>> {
     for p in posts {
         encode_routed_into(&mut rec, &p.id, p.created_at, Some(0), &p.a, &p.raw);
         env.push(&rec);
-        if env.bytes() >= ENVELOPE_BYTES {
+        // Full as the route stage's `Outgoing::full` has it.
+        if env.len() >= ENVELOPE_MAX_POSTS || env.bytes() >= ENVELOPE_MAX_BYTES {
             out.push(env.take());
         }
     }

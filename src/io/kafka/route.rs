@@ -344,7 +344,7 @@ const ROUTED_LOG_EVERY: u64 = 100_000;
 const POLL_BATCH: usize = 4096;
 
 /// Bytes of a routed envelope, at most (before the post that crosses it is sent).
-const ENVELOPE_MAX_BYTES: usize = 64 * 1024;
+pub const ENVELOPE_MAX_BYTES: usize = 64 * 1024;
 
 /// The envelope being filled for one routed partition, and the inputs it carries.
 #[derive(Default)]
