@@ -19,6 +19,7 @@ use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Ta
 use super::fetch;
 use super::merge::{earliest, merge_time, Wake};
 use super::outbox::{commit, commit_with, send, settle, store_offsets, Out};
+use super::queues::Split;
 use super::wire::{encode_routed_into, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};
 use crate::engine::Analyzed;
@@ -117,6 +118,7 @@ pub fn run(
         client::consumer_config(k, &format!("{}.route", k.group_id))
             .create_with_context(RebalanceLog::new(&k.input_topic))?;
     consumer.subscribe(&[&k.input_topic])?;
+    let mut q = Split::new(consumer, &k.input_topic);
     let ends = status.map_or_else(Default::default, |s| s.delivered.clone());
     let (producer, deliveries) = client::envelope_producer(k, ends)?;
     let mut r = Encoder {
@@ -144,88 +146,83 @@ pub fn run(
     health(Err("waiting for partition assignment".into()));
     while !stop.load(Ordering::Relaxed) {
         settle(&deliveries, &mut acks, &mut |_, _| {})?;
-        store_offsets(&consumer, &k.input_topic, &acks, &mut stored)?;
-        // Block briefly unless records are ready to go out (avoids spinning while a silent
-        // partition is waited for).
-        let wait = if parts.values().any(|p| !p.buf.is_empty()) && progressed {
-            Duration::ZERO
-        } else {
-            Duration::from_millis(50)
-        };
-        let mut wait = wait;
+        store_offsets(q.consumer(), &k.input_topic, &acks, &mut stored)?;
+        // The consumer's own queue first, until it is empty: rebalances, and any record
+        // fetched before its partition's queue was split, which comes before what that queue
+        // holds.
+        let mut got = 0;
+        let mut drained = false;
         for _ in 0..POLL_BATCH {
-            let polled = consumer.poll(wait);
-            // Apply rebalances before the record that followed them.
-            for ev in consumer.context().drain() {
-                match ev {
-                    RebalanceEvent::Assigned(ps) => {
-                        health(Ok(()));
-                        assigned = true;
-                        let starts = fetch::committed_starts(&consumer, &k.input_topic, &ps);
-                        for p in ps {
-                            parts
-                                .entry(p)
-                                .or_insert_with(|| RawPartition::new(starts.get(&p).copied()));
-                        }
-                        if let Some(s) = status {
-                            s.sole
-                                .store(owns_all(&consumer, k, parts.len()), Ordering::Relaxed);
-                        }
-                    }
-                    RebalanceEvent::Revoked(ps) => {
-                        if let Some(s) = status {
-                            s.sole.store(false, Ordering::Relaxed);
-                        }
-                        ps.iter().for_each(|p| {
-                            acks.remove(*p);
-                            parts.remove(p);
-                        })
-                    }
-                }
+            if q.main_pending() == 0 {
+                drained = true;
+                break;
             }
-            let Some(msg) = polled else { break };
-            wait = Duration::ZERO;
-            let msg = match msg {
-                Ok(m) => m,
-                Err(RdError::PartitionEOF(p)) => {
-                    if let Some(x) = parts.get_mut(&(p as u32)) {
-                        x.at_eof = true;
+            let Some(msg) = q.poll_main() else {
+                // A rebalance is served by a poll that returns nothing.
+                for ev in q.consumer().context().drain() {
+                    match ev {
+                        RebalanceEvent::Assigned(ps) => {
+                            health(Ok(()));
+                            assigned = true;
+                            let starts = fetch::committed_starts(q.consumer(), &k.input_topic, &ps);
+                            for p in ps {
+                                q.split(p);
+                                parts
+                                    .entry(p)
+                                    .or_insert_with(|| RawPartition::new(starts.get(&p).copied()));
+                            }
+                            if let Some(s) = status {
+                                s.sole.store(
+                                    owns_all(q.consumer(), k, parts.len()),
+                                    Ordering::Relaxed,
+                                );
+                            }
+                        }
+                        RebalanceEvent::Revoked(ps) => {
+                            if let Some(s) = status {
+                                s.sole.store(false, Ordering::Relaxed);
+                            }
+                            ps.iter().for_each(|p| {
+                                q.remove(*p);
+                                acks.remove(*p);
+                                parts.remove(p);
+                            })
+                        }
                     }
-                    continue;
                 }
-                Err(e) => {
-                    tracing::warn!(error = %e, "consumer error");
-                    continue;
-                }
-            };
-            if let Some(ms) = msg.timestamp().to_millis() {
-                metrics::global().observe_received(false, ms, crate::clock::now_millis());
-            }
-            let line = msg.payload().unwrap_or_default().to_vec();
-            let t = metrics::global().timer();
-            let post = admission.admit(&line).map_err(|r| r.rejection);
-            metrics::global().observe_since(Stage::Decode, t);
-            // Records without a usable time go out in arrival order.
-            let time = merge_time(post.as_ref().ok().and_then(|p| p.created_at), last_time);
-            // A record of a partition revoked in the same poll belongs to its next owner.
-            let Some(part) = parts.get_mut(&(msg.partition() as u32)) else {
                 continue;
             };
-            let now = Instant::now();
-            wake.record(part.caught_up(idle), now);
-            part.at_eof = false;
-            part.last_record = now;
-            part.fetch.polled(msg.offset() as u64);
-            part.buf.push_back(Pending {
-                offset: msg.offset() as u64,
-                input_ms: msg.timestamp().to_millis(),
-                time,
-                post,
-                line,
-            });
+            got += 1;
+            take(msg, &mut parts, &admission, &mut wake, idle, last_time);
+        }
+        // Then each partition's own queue, while the merge's buffer of it is short: the merge
+        // gets every partition's next records however the broker batched them.
+        if drained {
+            let share = (POLL_BATCH / parts.len().max(1)).max(1);
+            let owned: Vec<u32> = parts.keys().copied().collect();
+            for p in owned {
+                for _ in 0..share {
+                    if parts
+                        .get(&p)
+                        .is_none_or(|x| x.buf.len() >= MAX_RAW_BUFFERED)
+                    {
+                        break;
+                    }
+                    let Some(msg) = q.poll_partition(p) else {
+                        break;
+                    };
+                    got += 1;
+                    take(msg, &mut parts, &admission, &mut wake, idle, last_time);
+                }
+            }
+        }
+        // Block briefly unless records are ready to go out (avoids spinning while a silent
+        // partition is waited for); any queue receiving something ends the wait.
+        if got == 0 && !(parts.values().any(|p| !p.buf.is_empty()) && progressed) {
+            q.wait(Duration::from_millis(50));
         }
         for (p, x) in parts.iter_mut() {
-            x.fetch.refresh(&consumer, &k.input_topic, *p);
+            x.fetch.refresh(q.consumer(), &k.input_topic, *p);
         }
         // Emit while the earliest buffered record cannot be overtaken: every partition has a
         // buffered record or is caught up (and no partition woke up just now, `Wake`).
@@ -306,7 +303,7 @@ pub fn run(
         if caught_up && committed != stored && last_commit.elapsed() >= COMMIT_CAUGHT_UP_EVERY {
             // Everything read is routed: commit now rather than at the next auto-commit, so
             // that dedup workers elsewhere learn it sooner (`upstream::RouteWatch`).
-            commit_with(&consumer, CommitMode::Async)?;
+            commit_with(q.consumer(), CommitMode::Async)?;
             committed.clone_from(&stored);
             last_commit = Instant::now();
         }
@@ -320,7 +317,14 @@ pub fn run(
         }
     }
     health(Err("stopping".into()));
-    shutdown(k, &consumer, &producer, &deliveries, &mut acks, &mut stored)?;
+    shutdown(
+        k,
+        q.consumer(),
+        &producer,
+        &deliveries,
+        &mut acks,
+        &mut stored,
+    )?;
     Ok(stats)
 }
 
@@ -335,6 +339,59 @@ fn owns_all(consumer: &BaseConsumer<RebalanceLog>, k: &KafkaConfig, owned: usize
         }
     }
 }
+
+/// Buffers a polled raw record (or notes its partition's end) for the merge.
+fn take(
+    msg: rdkafka::error::KafkaResult<rdkafka::message::BorrowedMessage<'_>>,
+    parts: &mut std::collections::BTreeMap<u32, RawPartition>,
+    admission: &Admission,
+    wake: &mut Wake,
+    idle: Duration,
+    last_time: i64,
+) {
+    let msg = match msg {
+        Ok(m) => m,
+        Err(RdError::PartitionEOF(p)) => {
+            if let Some(x) = parts.get_mut(&(p as u32)) {
+                x.at_eof = true;
+            }
+            return;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "consumer error");
+            return;
+        }
+    };
+    if let Some(ms) = msg.timestamp().to_millis() {
+        metrics::global().observe_received(false, ms, crate::clock::now_millis());
+    }
+    let line = msg.payload().unwrap_or_default().to_vec();
+    let t = metrics::global().timer();
+    let post = admission.admit(&line).map_err(|r| r.rejection);
+    metrics::global().observe_since(Stage::Decode, t);
+    // Records without a usable time go out in arrival order.
+    let time = merge_time(post.as_ref().ok().and_then(|p| p.created_at), last_time);
+    // A record of a partition revoked in the same poll belongs to its next owner.
+    let Some(part) = parts.get_mut(&(msg.partition() as u32)) else {
+        return;
+    };
+    let now = Instant::now();
+    wake.record(part.caught_up(idle), now);
+    part.at_eof = false;
+    part.last_record = now;
+    part.fetch.polled(msg.offset() as u64);
+    part.buf.push_back(Pending {
+        offset: msg.offset() as u64,
+        input_ms: msg.timestamp().to_millis(),
+        time,
+        post,
+        line,
+    });
+}
+
+/// Raw records buffered per partition, at most, before its queue is left unread: memory stays
+/// bounded while the merge waits for another partition.
+const MAX_RAW_BUFFERED: usize = 8_192;
 
 /// A `routed so far` log line every this many records (not `progress`: the benches read the
 /// dedup stage's `progress` lines from the same log in `run --role all`).
