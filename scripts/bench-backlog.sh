@@ -14,7 +14,8 @@
 # took to reach it (simdedup_marker_delay_seconds). While the backlog drains, it also prints the
 # share of the machine's CPU time in use, each process's CPU seconds per 1,000 posts decided
 # meanwhile (when the machine's cores are all in use, a second worker cannot add throughput, only
-# its own cost) and each dedup worker's share of that time spent waiting on the order.
+# its own cost) and each dedup worker's share of that time spent waiting on the order; at the end,
+# each worker's peak resident memory (VmHWM).
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
 # SIMDEDUP_BENCH_BROKER=mock runs it on librdkafka's mock broker instead of tansu (bench-env.sh),
@@ -226,6 +227,13 @@ if a is not None and b is not None and b[0] > a[0]:
     print(f"meanwhile each dedup worker waited on the order (posts buffered, none allowed): {waits}")
 PY
 echo "broker: CPU $(python3 -c "print(round(($b1 - $b0) / $n * 1000, 3))") s per 1,000 posts ($(python3 -c "print(round(100 * ($b1 - $b0) / ($t1 - $t0)))")% of one core)"
+# Peak resident memory of each worker so far (VmHWM): buffers of posts waiting for their turn
+# show here.
+peaks=()
+for i in "${!pids[@]}"; do
+  peaks+=("${names[$i]} $(awk '/^VmHWM/ {printf "%.0f", $2 / 1024}' "/proc/${pids[$i]}/status" 2>/dev/null || echo "?") MB")
+done
+echo "peak resident memory (VmHWM): $(IFS=,; echo "${peaks[*]}" | sed 's/,/, /g')"
 # Where each worker's CPU went, by thread name, per post of the backlog: `simdedup` (unnamed
 # threads: the one that decodes, reads ahead and decides), librdkafka's (rdk:*), the others.
 python3 - "$n" "$work/threads0" "$work/threads1" "$(getconf CLK_TCK)" "${pids[*]}" "${names[*]}" <<'PY'

@@ -15,7 +15,9 @@
 //! reader empties that queue (`Split::main_pending`) before reading the partition queues, so
 //! each partition's records still come in offset order.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::thread::Thread;
 use std::time::Duration;
@@ -30,7 +32,7 @@ use rdkafka::message::BorrowedMessage;
 /// made it (`Split::wait`) when any of its queues receives something.
 pub struct Split<C: ConsumerContext + 'static> {
     // Dropped before the consumer (fields drop in order).
-    queues: BTreeMap<u32, PartitionQueue<C>>,
+    queues: RefCell<BTreeMap<u32, Rc<PartitionQueue<C>>>>,
     main: MainQueue,
     consumer: Arc<BaseConsumer<C>>,
     topic: String,
@@ -61,7 +63,7 @@ impl<C: ConsumerContext + 'static> Split<C> {
         });
         assert!(!main.0.is_null(), "a group consumer has a consumer queue");
         Split {
-            queues: BTreeMap::new(),
+            queues: RefCell::default(),
             main,
             consumer: Arc::new(consumer),
             topic: topic.to_string(),
@@ -77,20 +79,20 @@ impl<C: ConsumerContext + 'static> Split<C> {
     /// Gives partition `p` a queue of its own. Called after every assignment that includes it:
     /// an assignment deactivates the queues split before it. Returns whether librdkafka knew
     /// the partition (if not, its records keep arriving on the consumer's queue).
-    pub fn split(&mut self, p: u32) -> bool {
+    pub fn split(&self, p: u32) -> bool {
         let Some(mut q) = self.consumer.split_partition_queue(&self.topic, p as i32) else {
-            self.queues.remove(&p);
+            self.remove(p);
             return false;
         };
         let wake = self.reader.clone();
         q.set_nonempty_callback(move || wake.unpark());
-        self.queues.insert(p, q);
+        self.queues.borrow_mut().insert(p, Rc::new(q));
         true
     }
 
     /// Forgets partition `p`'s queue (revoked).
-    pub fn remove(&mut self, p: u32) {
-        self.queues.remove(&p);
+    pub fn remove(&self, p: u32) {
+        self.queues.borrow_mut().remove(&p);
     }
 
     /// How many events and records the consumer's queue holds. Polling it returns nothing
@@ -107,10 +109,25 @@ impl<C: ConsumerContext + 'static> Split<C> {
         self.consumer.poll(Duration::ZERO)
     }
 
-    /// The next record (or partition event, such as its end) of partition `p`'s own queue,
-    /// without waiting; `None` if it has none or no queue of its own.
-    pub fn poll_partition(&self, p: u32) -> Option<KafkaResult<BorrowedMessage<'_>>> {
-        self.queues.get(&p)?.poll(Duration::ZERO)
+    /// Hands the records (and partition events, such as its end) of partition `p`'s own queue
+    /// to `take`, without waiting, while it returns true and the queue holds any. Returns how
+    /// many it was handed (none if the partition has no queue of its own).
+    pub fn read_partition(
+        &self,
+        p: u32,
+        mut take: impl FnMut(KafkaResult<BorrowedMessage<'_>>) -> bool,
+    ) -> usize {
+        let Some(q) = self.queues.borrow().get(&p).cloned() else {
+            return 0;
+        };
+        let mut n = 0;
+        while let Some(m) = q.poll(Duration::ZERO) {
+            n += 1;
+            if !take(m) {
+                break;
+            }
+        }
+        n
     }
 
     /// Blocks the reading thread until one of the queues receives something, or for `timeout`
@@ -166,7 +183,7 @@ mod tests {
             .create_with_context(RebalanceLog::new("t"))
             .unwrap();
         consumer.subscribe(&["t"]).unwrap();
-        let mut q = Split::new(consumer, "t");
+        let q = Split::new(consumer, "t");
         let mut got: [Vec<String>; 2] = Default::default();
         let take = |m: KafkaResult<BorrowedMessage<'_>>, got: &mut [Vec<String>; 2]| {
             if let Ok(m) = m {
@@ -191,9 +208,10 @@ mod tests {
                 }
                 continue;
             }
-            while let Some(m) = q.poll_partition(1) {
+            q.read_partition(1, |m| {
                 take(m, &mut got);
-            }
+                true
+            });
             q.wait(Duration::from_millis(50));
         }
         assert!(got[0].len() < 3_000, "partition 0 was read first");
@@ -203,9 +221,12 @@ mod tests {
                 "partition 0 not read: {}",
                 got[0].len()
             );
-            match q.poll_partition(0) {
-                Some(m) => take(m, &mut got),
-                None => q.wait(Duration::from_millis(50)),
+            let n = q.read_partition(0, |m| {
+                take(m, &mut got);
+                got[0].len() % 1_000 != 0
+            });
+            if n == 0 {
+                q.wait(Duration::from_millis(50));
             }
         }
         assert_eq!(got[0].last().map(String::as_str), Some("a2999"));
@@ -217,9 +238,10 @@ mod tests {
         let start = Instant::now();
         while got[1].len() < 6 {
             q.wait(Duration::from_secs(60));
-            while let Some(m) = q.poll_partition(1) {
+            q.read_partition(1, |m| {
                 take(m, &mut got);
-            }
+                true
+            });
             assert!(start.elapsed() < Duration::from_secs(30), "not woken");
         }
         late.join().unwrap();

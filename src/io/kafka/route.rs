@@ -118,7 +118,7 @@ pub fn run(
         client::consumer_config(k, &format!("{}.route", k.group_id))
             .create_with_context(RebalanceLog::new(&k.input_topic))?;
     consumer.subscribe(&[&k.input_topic])?;
-    let mut q = Split::new(consumer, &k.input_topic);
+    let q = Split::new(consumer, &k.input_topic);
     let ends = status.map_or_else(Default::default, |s| s.delivered.clone());
     let (producer, deliveries) = client::envelope_producer(k, ends)?;
     let mut r = Encoder {
@@ -201,19 +201,20 @@ pub fn run(
             let share = (POLL_BATCH / parts.len().max(1)).max(1);
             let owned: Vec<u32> = parts.keys().copied().collect();
             for p in owned {
-                for _ in 0..share {
-                    if parts
+                let room = |parts: &std::collections::BTreeMap<u32, RawPartition>| {
+                    parts
                         .get(&p)
-                        .is_none_or(|x| x.buf.len() >= MAX_RAW_BUFFERED)
-                    {
-                        break;
-                    }
-                    let Some(msg) = q.poll_partition(p) else {
-                        break;
-                    };
-                    got += 1;
-                    take(msg, &mut parts, &admission, &mut wake, idle, last_time);
+                        .is_some_and(|x| x.buf.len() < MAX_RAW_BUFFERED)
+                };
+                if !room(&parts) {
+                    continue;
                 }
+                let mut n = 0;
+                got += q.read_partition(p, |msg| {
+                    take(msg, &mut parts, &admission, &mut wake, idle, last_time);
+                    n += 1;
+                    n < share && room(&parts)
+                });
             }
         }
         // Block briefly unless records are ready to go out (avoids spinning while a silent

@@ -8,11 +8,14 @@ use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::{Producer, ThreadedProducer};
 
 use super::super::client::{self, AckContext, Delivery, RebalanceLog};
+use super::super::queues::Split;
 use super::super::{KafkaConfig, KafkaError};
 
 /// A dedup worker's Kafka clients.
 pub(super) struct Clients {
-    pub(super) consumer: BaseConsumer<RebalanceLog>,
+    /// The group consumer of the routed topic, each owned partition read from a queue of its
+    /// own (`queues::Split`; made on the thread that reads it).
+    pub(super) routed: Split<RebalanceLog>,
     pub(super) reader: BaseConsumer<client::QuietContext>,
     pub(super) ahead: BaseConsumer<client::QuietContext>,
     /// Outputs (verdicts, rejections), and the changelog until `own_changelog` is set.
@@ -35,8 +38,11 @@ impl Clients {
     pub(super) fn new(k: &KafkaConfig) -> Result<Clients, KafkaError> {
         let (producer, reports, deliveries) = client::producer_and_sender(k)?;
         Ok(Clients {
-            consumer: client::consumer_config(k, &format!("{}.dedup", k.group_id))
-                .create_with_context(RebalanceLog::new(&k.routed_topic))?,
+            routed: Split::new(
+                client::consumer_config(k, &format!("{}.dedup", k.group_id))
+                    .create_with_context(RebalanceLog::new(&k.routed_topic))?,
+                &k.routed_topic,
+            ),
             reader: client::reader_config(k).create_with_context(client::QuietContext)?,
             ahead: client::ahead_config(k).create_with_context(client::QuietContext)?,
             producer,

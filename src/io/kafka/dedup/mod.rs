@@ -253,7 +253,7 @@ pub fn run(
     w.catch_up_changelog(&c.reader, t, stop, "replicated index caught up");
     metrics::global().publish_engine(&w.engine);
     health(Err("waiting for partition assignment".into()));
-    c.consumer.subscribe(&[&k.routed_topic])?;
+    c.routed.consumer().subscribe(&[&k.routed_topic])?;
     let mut last_decision = Instant::now();
     let mut last_report = Instant::now();
     let mut last_publish = Instant::now();
@@ -484,7 +484,8 @@ impl<'a> Worker<'a> {
             }
             if let Some(m) = best.filter(|m| o.stored.is_none_or(|s| s < *m)) {
                 match c
-                    .consumer
+                    .routed
+                    .consumer()
                     .store_offset(&self.k.routed_topic, *p as i32, m as i64)
                 {
                     Ok(()) => o.stored = Some(m),
@@ -511,7 +512,7 @@ impl<'a> Worker<'a> {
         }
         self.settle(c)?;
         self.store_offsets(c)?;
-        outbox::commit(&c.consumer)?;
+        outbox::commit(c.routed.consumer())?;
         self.checkpoint_local(true)?;
         // The generation files being written are durable before the worker stops.
         if let Some(l) = self.local.as_mut() {

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::Consumer;
 use rdkafka::error::KafkaError as RdError;
+use rdkafka::error::KafkaResult;
+use rdkafka::message::BorrowedMessage;
 use rdkafka::Message;
 
 use super::super::client::RebalanceEvent;
@@ -23,11 +25,12 @@ use crate::index::OrderKey;
 use crate::metrics;
 use crate::verify::Gates;
 
-/// Routed records taken per poll round before the worker decides (and reads the changelog).
+/// Routed records taken per poll round before the worker decides (and reads the changelog),
+/// shared among the owned partitions' queues.
 const ROUTED_POLL_BATCH: usize = 2_000;
 
-/// A poll round stops early once a partition buffers this many posts: memory stays bounded
-/// while a partition waits for the others.
+/// A partition's queue is left unread while this many of its posts are buffered: memory stays
+/// bounded while a partition waits for the others, however the broker batches its fetches.
 const MAX_BUFFERED_POSTS: usize = 50_000;
 
 /// A routed post waiting for its turn: post `index` of the `count` in the record at `offset`.
@@ -210,15 +213,17 @@ impl Owned {
 
 impl Worker<'_> {
     pub(super) fn rebalance(&mut self, c: &Clients) -> Result<(), KafkaError> {
-        for ev in c.consumer.context().drain() {
+        for ev in c.routed.consumer().context().drain() {
             match ev {
                 RebalanceEvent::Assigned(ps) => {
                     metrics::global().set_health("dedup", Ok(()));
                     if !ps.is_empty() {
                         self.send_sync(c)?;
                     }
-                    let starts = fetch::committed_starts(&c.consumer, &self.k.routed_topic, &ps);
+                    let starts =
+                        fetch::committed_starts(c.routed.consumer(), &self.k.routed_topic, &ps);
                     for p in ps {
+                        c.routed.split(p);
                         self.owned.insert(p, Owned::new(starts.get(&p).copied()));
                     }
                     if !self.owned.is_empty() && self.owned.len() < self.partitions as usize {
@@ -227,6 +232,7 @@ impl Worker<'_> {
                 }
                 RebalanceEvent::Revoked(ps) => {
                     for p in ps {
+                        c.routed.remove(p);
                         self.owned.remove(&p);
                         self.acks.remove(p);
                         self.engine.set_watermark(p, None);
@@ -238,79 +244,117 @@ impl Worker<'_> {
     }
 
     /// Buffers routed records; returns whether anything arrived. Rebalance events are applied
-    /// right after each poll, before its record: a record never lands in state that an
-    /// assignment is about to reset, and records of revoked partitions are dropped (their next
-    /// owner decides them). The first poll waits up to `IDLE_WAIT` when nothing is buffered,
-    /// or when `wait` says so.
+    /// as soon as a poll serves them, before any record that followed them: a record never
+    /// lands in state that an assignment is about to reset, and records of revoked partitions
+    /// are dropped (their next owner decides them). When nothing is buffered, or when `wait`
+    /// says so, and nothing has arrived, it waits up to `IDLE_WAIT` for a queue to receive
+    /// something.
     pub(super) fn poll_routed(&mut self, c: &Clients, wait: bool) -> Result<bool, KafkaError> {
-        let mut any = false;
-        let idle_after = Duration::from_millis(self.k.idle_after_ms);
         let idle = self.owned.values().all(|o| o.buf.is_empty());
-        let mut wait = if idle || wait {
-            IDLE_WAIT
-        } else {
-            Duration::ZERO
-        };
         // Token words are printed only in enriched outputs.
         let words = if self.cfg.output.enrich {
             Words::Keep
         } else {
             Words::Skip
         };
-        for _ in 0..ROUTED_POLL_BATCH {
-            let polled = c.consumer.poll(wait);
-            self.rebalance(c)?;
-            let Some(m) = polled else { break };
-            wait = Duration::ZERO;
-            let m = match m {
-                Ok(m) => m,
-                Err(RdError::PartitionEOF(_)) => continue,
-                Err(e) => {
-                    tracing::warn!(error = %e, "routed consumer error");
-                    continue;
-                }
-            };
-            let (p, offset) = (m.partition() as u32, m.offset() as u64);
-            let Some(owned) = self.owned.get_mut(&p) else {
-                continue;
-            };
-            let la = &self.lookahead;
-            let exact = |s: &Slot| {
-                s.gates
-                    .as_ref()
-                    .is_some_and(|g| la.exact_only(g.chars, g.tokens))
-            };
-            any = true;
-            let now = Instant::now();
-            let was_quiet = owned.buf.is_empty()
-                && (owned.idle_before || now - owned.last_record >= idle_after);
-            self.wake.record(was_quiet, now);
-            owned.last_record = now;
-            owned.idle_before = false;
-            owned.fetch.polled(offset);
-            match decode_routed_record(m.payload().unwrap_or_default(), words) {
-                Ok(posts) => {
-                    let count = posts.len() as u32;
-                    let now = crate::clock::now_millis();
-                    for (index, post) in posts.into_iter().enumerate() {
-                        if let Some(ms) = post.input_ms {
-                            metrics::global().observe_received(true, ms, now);
-                        }
-                        let slot = Slot::new(offset, index as u32, count, Ok(post));
-                        let exact = exact(&slot);
-                        owned.push(slot, exact);
-                    }
-                }
-                Err(e) => owned.push(Slot::new(offset, 0, 1, Err(e.to_string())), false),
-            }
-            if owned.buf.len() > MAX_BUFFERED_POSTS {
-                break;
-            }
+        let mut any = self.poll_routed_queues(c, words)?;
+        if !any && (idle || wait) {
+            c.routed.wait(IDLE_WAIT);
+            any = self.poll_routed_queues(c, words)?;
         }
         for (p, o) in self.owned.iter_mut() {
-            o.fetch.refresh(&c.consumer, &self.k.routed_topic, *p);
+            o.fetch
+                .refresh(c.routed.consumer(), &self.k.routed_topic, *p);
         }
         Ok(any)
+    }
+
+    /// One pass over the routed queues, without waiting: the consumer's own queue until it is
+    /// empty (rebalances, and records fetched before their partition's queue was split, which
+    /// come before what that queue holds), then each owned partition's queue while fewer than
+    /// `MAX_BUFFERED_POSTS` of its posts are buffered, up to a share of `ROUTED_POLL_BATCH`
+    /// records each. Returns whether a record of an owned partition arrived.
+    fn poll_routed_queues(&mut self, c: &Clients, words: Words) -> Result<bool, KafkaError> {
+        let mut any = false;
+        for _ in 0..ROUTED_POLL_BATCH {
+            if c.routed.main_pending() == 0 {
+                break;
+            }
+            match c.routed.poll_main() {
+                // A rebalance is served by a poll that returns nothing.
+                None => self.rebalance(c)?,
+                Some(m) => any |= self.take_routed(m, words),
+            }
+        }
+        if c.routed.main_pending() > 0 {
+            return Ok(any);
+        }
+        let owned: Vec<u32> = self.owned.keys().copied().collect();
+        let share = (ROUTED_POLL_BATCH / owned.len().max(1)).max(1);
+        for p in owned {
+            let room = |w: &Self| {
+                w.owned
+                    .get(&p)
+                    .is_some_and(|o| o.buf.len() < MAX_BUFFERED_POSTS)
+            };
+            if !room(self) {
+                continue;
+            }
+            let mut n = 0;
+            c.routed.read_partition(p, |m| {
+                any |= self.take_routed(m, words);
+                n += 1;
+                n < share && room(self)
+            });
+        }
+        Ok(any)
+    }
+
+    /// Buffers the posts of a polled routed record; returns whether it was a record of an
+    /// owned partition.
+    fn take_routed(&mut self, m: KafkaResult<BorrowedMessage<'_>>, words: Words) -> bool {
+        let m = match m {
+            Ok(m) => m,
+            Err(RdError::PartitionEOF(_)) => return false,
+            Err(e) => {
+                tracing::warn!(error = %e, "routed consumer error");
+                return false;
+            }
+        };
+        let (p, offset) = (m.partition() as u32, m.offset() as u64);
+        let Some(owned) = self.owned.get_mut(&p) else {
+            return false;
+        };
+        let la = &self.lookahead;
+        let exact = |s: &Slot| {
+            s.gates
+                .as_ref()
+                .is_some_and(|g| la.exact_only(g.chars, g.tokens))
+        };
+        let now = Instant::now();
+        let idle_after = Duration::from_millis(self.k.idle_after_ms);
+        let was_quiet =
+            owned.buf.is_empty() && (owned.idle_before || now - owned.last_record >= idle_after);
+        self.wake.record(was_quiet, now);
+        owned.last_record = now;
+        owned.idle_before = false;
+        owned.fetch.polled(offset);
+        match decode_routed_record(m.payload().unwrap_or_default(), words) {
+            Ok(posts) => {
+                let count = posts.len() as u32;
+                let now = crate::clock::now_millis();
+                for (index, post) in posts.into_iter().enumerate() {
+                    if let Some(ms) = post.input_ms {
+                        metrics::global().observe_received(true, ms, now);
+                    }
+                    let slot = Slot::new(offset, index as u32, count, Ok(post));
+                    let exact = exact(&slot);
+                    owned.push(slot, exact);
+                }
+            }
+            Err(e) => owned.push(Slot::new(offset, 0, 1, Err(e.to_string())), false),
+        }
+        true
     }
 
     /// Starts partitions whose first record is buffered, once the changelog has been read to its
