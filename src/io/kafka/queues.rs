@@ -223,7 +223,7 @@ mod tests {
             );
             let n = q.read_partition(0, |m| {
                 take(m, &mut got);
-                got[0].len() % 1_000 != 0
+                !got[0].len().is_multiple_of(1_000)
             });
             if n == 0 {
                 q.wait(Duration::from_millis(50));
