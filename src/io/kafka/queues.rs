@@ -110,18 +110,23 @@ impl<C: ConsumerContext + 'static> Split<C> {
     }
 
     /// Hands the records (and partition events, such as its end) of partition `p`'s own queue
-    /// to `take`, without waiting, while it returns true and the queue holds any. Returns how
-    /// many it was handed (none if the partition has no queue of its own).
+    /// to `take`, without waiting: at most `max` of them, while it returns true and the queue
+    /// holds any. Returns how many it was handed (none if the partition has no queue of its
+    /// own).
     pub fn read_partition(
         &self,
         p: u32,
+        max: usize,
         mut take: impl FnMut(KafkaResult<BorrowedMessage<'_>>) -> bool,
     ) -> usize {
         let Some(q) = self.queues.borrow().get(&p).cloned() else {
             return 0;
         };
         let mut n = 0;
-        while let Some(m) = q.poll(Duration::ZERO) {
+        while n < max {
+            let Some(m) = q.poll(Duration::ZERO) else {
+                break;
+            };
             n += 1;
             if !take(m) {
                 break;
@@ -208,7 +213,7 @@ mod tests {
                 }
                 continue;
             }
-            q.read_partition(1, |m| {
+            q.read_partition(1, usize::MAX, |m| {
                 take(m, &mut got);
                 true
             });
@@ -221,7 +226,7 @@ mod tests {
                 "partition 0 not read: {}",
                 got[0].len()
             );
-            let n = q.read_partition(0, |m| {
+            let n = q.read_partition(0, usize::MAX, |m| {
                 take(m, &mut got);
                 !got[0].len().is_multiple_of(1_000)
             });
@@ -238,7 +243,7 @@ mod tests {
         let start = Instant::now();
         while got[1].len() < 6 {
             q.wait(Duration::from_secs(60));
-            q.read_partition(1, |m| {
+            q.read_partition(1, usize::MAX, |m| {
                 take(m, &mut got);
                 true
             });

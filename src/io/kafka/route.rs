@@ -209,11 +209,9 @@ pub fn run(
                 if !room(&parts) {
                     continue;
                 }
-                let mut n = 0;
-                got += q.read_partition(p, |msg| {
+                got += q.read_partition(p, share, |msg| {
                     take(msg, &mut parts, &admission, &mut wake, idle, last_time);
-                    n += 1;
-                    n < share && room(&parts)
+                    room(&parts)
                 });
             }
         }

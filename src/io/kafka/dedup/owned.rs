@@ -300,11 +300,9 @@ impl Worker<'_> {
             if !room(self) {
                 continue;
             }
-            let mut n = 0;
-            c.routed.read_partition(p, |m| {
+            c.routed.read_partition(p, share, |m| {
                 any |= self.take_routed(m, words);
-                n += 1;
-                n < share && room(self)
+                room(self)
             });
         }
         Ok(any)
