@@ -7,14 +7,14 @@ use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
 use rdkafka::client::ClientContext;
-use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
 use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
 use super::acks::DeliveredEnds;
-use super::{KafkaConfig, KafkaError};
+use super::{sched, KafkaConfig, KafkaError};
 use crate::metrics;
 
 /// Consumer keys the delivery semantics depend on: (key, pinned value).
@@ -303,7 +303,7 @@ impl ProducerContext for AckContext {
 pub fn producer(
     k: &KafkaConfig,
 ) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
-    with_acks(producer_config(k), None)
+    with_acks(k, producer_config(k), None)
 }
 
 /// How often a paced producer's statistics are read (`paced_producer`): the wait for them comes
@@ -323,7 +323,7 @@ pub fn paced_producer(k: &KafkaConfig) -> Result<PacedProducer, KafkaError> {
     c.set_if_absent("statistics.interval.ms", PACED_STATS_MS);
     let (tx, rx) = channel();
     let ready = Arc::new(AtomicBool::new(false));
-    let producer = with_acks_to(c, tx, None, Some(ready.clone()))?;
+    let producer = with_acks_to(k, c, tx, None, Some(ready.clone()))?;
     Ok((producer, rx, ready))
 }
 
@@ -341,7 +341,7 @@ pub fn envelope_producer(
     k: &KafkaConfig,
     envelopes: Arc<DeliveredEnds>,
 ) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
-    with_acks(envelope_producer_config(k), Some(envelopes))
+    with_acks(k, envelope_producer_config(k), Some(envelopes))
 }
 
 /// A producer, a sender of delivery reports and their receiving end.
@@ -356,7 +356,7 @@ pub type Reporting = (
 pub fn producer_and_sender(k: &KafkaConfig) -> Result<Reporting, KafkaError> {
     let (tx, rx) = channel();
     Ok((
-        with_acks_to(output_producer_config(k), tx.clone(), None, None)?,
+        with_acks_to(k, output_producer_config(k), tx.clone(), None, None)?,
         tx,
         rx,
     ))
@@ -367,30 +367,48 @@ pub fn producer_reporting_to(
     k: &KafkaConfig,
     tx: Sender<Delivery>,
 ) -> Result<ThreadedProducer<AckContext>, KafkaError> {
-    with_acks_to(producer_config(k), tx, None, None)
+    with_acks_to(k, producer_config(k), tx, None, None)
 }
 
 /// A producer made from `c` whose delivery reports arrive on the receiver.
 fn with_acks(
+    k: &KafkaConfig,
     c: ClientConfig,
     envelopes: Option<Arc<DeliveredEnds>>,
 ) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
     let (tx, rx) = channel();
-    Ok((with_acks_to(c, tx, envelopes, None)?, rx))
+    Ok((with_acks_to(k, c, tx, envelopes, None)?, rx))
 }
 
 /// A producer made from `c` whose delivery reports go to `tx` (`AckContext` for `envelopes`
 /// and `id_assigned`).
 fn with_acks_to(
+    k: &KafkaConfig,
     c: ClientConfig,
     tx: Sender<Delivery>,
     envelopes: Option<Arc<DeliveredEnds>>,
     id_assigned: Option<Arc<AtomicBool>>,
 ) -> Result<ThreadedProducer<AckContext>, KafkaError> {
-    Ok(c.create_with_context(AckContext {
-        tx: Mutex::new(tx),
-        envelopes,
-        id_assigned,
+    create(
+        k,
+        &c,
+        AckContext {
+            tx: Mutex::new(tx),
+            envelopes,
+            id_assigned,
+        },
+    )
+}
+
+/// A stage's client made from `c`, its threads under the policy `kafka.batch_client_threads`
+/// asks for (`sched`).
+pub fn create<C: ClientContext, T: FromClientConfigAndContext<C>>(
+    k: &KafkaConfig,
+    c: &ClientConfig,
+    context: C,
+) -> Result<T, KafkaError> {
+    Ok(sched::batch_threads(k.batch_client_threads, || {
+        c.create_with_context(context)
     })?)
 }
 

@@ -17,6 +17,7 @@ pub mod outbox;
 mod queues;
 pub mod replay;
 pub mod route;
+mod sched;
 pub mod tools;
 mod upstream;
 pub mod wire;
@@ -91,6 +92,10 @@ pub struct KafkaConfig {
     /// Shutdown deadline: finish, flush and commit within this time after the first signal. `run`
     /// and `passthrough` end the process (exit code 1) 2 s past it.
     pub shutdown_timeout_ms: u64,
+    /// Make the stages' librdkafka threads under Linux's `SCHED_BATCH` policy, so that their
+    /// wakeups do not preempt the threads deciding posts (`sched`); they run on a free core or
+    /// when the running thread's time slice ends. No effect elsewhere than on Linux.
+    pub batch_client_threads: bool,
     /// Extra librdkafka consumer settings (SASL/SSL and tuning). Keys that would break delivery
     /// semantics are pinned and overridden with a warning.
     pub consumer: BTreeMap<String, String>,
@@ -119,6 +124,7 @@ impl Default for KafkaConfig {
             live_slack_ms: 250,
             live_lag_secs: 60,
             shutdown_timeout_ms: 30_000,
+            batch_client_threads: true,
             consumer: BTreeMap::new(),
             producer: BTreeMap::new(),
         }

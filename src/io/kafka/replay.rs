@@ -214,7 +214,7 @@ fn read_range(
     range: &ReplayRange,
 ) -> Result<Vec<VecDeque<Raw>>, KafkaError> {
     let consumer: BaseConsumer<QuietContext> =
-        client::reader_config(k).create_with_context(QuietContext)?;
+        client::create(k, &client::reader_config(k), QuietContext)?;
     let parts = fetch::partition_count(&consumer, &k.input_topic, Duration::from_secs(10))? as i32;
     let mut tpl = TopicPartitionList::new();
     let mut ends = Vec::new();

@@ -114,9 +114,11 @@ pub fn run(
     stop: &AtomicBool,
     status: Option<&RouteStatus>,
 ) -> Result<RouteStats, KafkaError> {
-    let consumer: BaseConsumer<RebalanceLog> =
-        client::consumer_config(k, &format!("{}.route", k.group_id))
-            .create_with_context(RebalanceLog::new(&k.input_topic))?;
+    let consumer: BaseConsumer<RebalanceLog> = client::create(
+        k,
+        &client::consumer_config(k, &format!("{}.route", k.group_id)),
+        RebalanceLog::new(&k.input_topic),
+    )?;
     consumer.subscribe(&[&k.input_topic])?;
     let q = Split::new(consumer, &k.input_topic);
     let ends = status.map_or_else(Default::default, |s| s.delivered.clone());

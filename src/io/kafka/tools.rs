@@ -150,7 +150,7 @@ pub fn export(
     timestamps: bool,
 ) -> Result<u64, KafkaError> {
     let consumer: BaseConsumer<client::QuietContext> =
-        client::reader_config(k).create_with_context(client::QuietContext)?;
+        client::create(k, &client::reader_config(k), client::QuietContext)?;
     let parts = fetch::partition_count(&consumer, topic, Duration::from_secs(10))?;
     let mut tpl = TopicPartitionList::new();
     let mut marks = Vec::with_capacity(parts);
@@ -244,9 +244,11 @@ pub fn passthrough(
     use super::client::{RebalanceLog, Tag};
     use super::outbox::{send, settle, store_offsets, Out};
     super::admin::ensure_topics(k, &[(to, k.output_partitions as i32)])?;
-    let consumer: BaseConsumer<RebalanceLog> =
-        client::consumer_config(k, &format!("{}.passthrough", k.group_id))
-            .create_with_context(RebalanceLog::new(from))?;
+    let consumer: BaseConsumer<RebalanceLog> = client::create(
+        k,
+        &client::consumer_config(k, &format!("{}.passthrough", k.group_id)),
+        RebalanceLog::new(from),
+    )?;
     consumer.subscribe(&[from])?;
     let (producer, deliveries) = client::producer(k)?;
     let mut acks = Acks::default();

@@ -145,7 +145,8 @@ impl RouteWatch {
         let mut config = client::consumer_config(k, &format!("{}.route", k.group_id));
         // It only reads the group's offsets: it never joins, and never commits.
         config.set("enable.auto.commit", "false");
-        let consumer: BaseConsumer = config.create()?;
+        let consumer: BaseConsumer =
+            client::create(k, &config, rdkafka::consumer::DefaultConsumerContext)?;
         let (shared, wanted, stop) = Default::default();
         let (s, w, st) = (Arc::clone(&shared), Arc::clone(&wanted), Arc::clone(&stop));
         let topics = (k.input_topic.clone(), k.routed_topic.clone());

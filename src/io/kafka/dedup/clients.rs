@@ -39,12 +39,15 @@ impl Clients {
         let (producer, reports, deliveries) = client::producer_and_sender(k)?;
         Ok(Clients {
             routed: Split::new(
-                client::consumer_config(k, &format!("{}.dedup", k.group_id))
-                    .create_with_context(RebalanceLog::new(&k.routed_topic))?,
+                client::create(
+                    k,
+                    &client::consumer_config(k, &format!("{}.dedup", k.group_id)),
+                    RebalanceLog::new(&k.routed_topic),
+                )?,
                 &k.routed_topic,
             ),
-            reader: client::reader_config(k).create_with_context(client::QuietContext)?,
-            ahead: client::ahead_config(k).create_with_context(client::QuietContext)?,
+            reader: client::create(k, &client::reader_config(k), client::QuietContext)?,
+            ahead: client::create(k, &client::ahead_config(k), client::QuietContext)?,
             producer,
             own_changelog: OnceCell::new(),
             reports,
