@@ -14,12 +14,20 @@
 /// thread is under any other policy than the default one (a real-time policy chosen by the
 /// operator stays), or off Linux. A policy that cannot be set is logged and left.
 pub fn batch_threads<T>(on: bool, make: impl FnOnce() -> T) -> T {
-    let switched = on && imp::enter_batch();
-    let made = make();
-    if switched {
-        imp::leave_batch();
+    let _batch = Batch(on && imp::enter_batch());
+    make()
+}
+
+/// Puts the calling thread back under the default policy when dropped, if it left it (also
+/// when `make` panics).
+struct Batch(bool);
+
+impl Drop for Batch {
+    fn drop(&mut self) {
+        if self.0 {
+            imp::leave_batch();
+        }
     }
-    made
 }
 
 #[cfg(target_os = "linux")]
