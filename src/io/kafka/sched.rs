@@ -35,6 +35,7 @@ mod imp {
     fn set(policy: libc::c_int) -> std::io::Result<()> {
         let param = libc::sched_param { sched_priority: 0 };
         // pid 0: the calling thread only (Linux schedules threads, not processes).
+        // SAFETY: `param` is a valid `sched_param` that outlives the call, which only reads it.
         if unsafe { libc::sched_setscheduler(0, policy, &param) } == 0 {
             Ok(())
         } else {
@@ -44,6 +45,7 @@ mod imp {
 
     /// Whether the calling thread was under the default policy and is now under `SCHED_BATCH`.
     pub(super) fn enter_batch() -> bool {
+        // SAFETY: no pointers; pid 0 names the calling thread.
         if unsafe { libc::sched_getscheduler(0) } != libc::SCHED_OTHER {
             return false;
         }
@@ -65,6 +67,7 @@ mod imp {
     /// The calling thread's policy (for tests).
     #[cfg(test)]
     pub(super) fn policy() -> libc::c_int {
+        // SAFETY: no pointers; pid 0 names the calling thread.
         unsafe { libc::sched_getscheduler(0) }
     }
 }
