@@ -32,6 +32,7 @@ mod idle;
 mod lanes;
 mod local;
 mod owned;
+mod wait;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -59,6 +60,7 @@ use crate::types::{RejectReason, Rejection};
 use changelog::CHANGELOG_BATCH;
 use clients::Clients;
 use owned::Owned;
+use wait::WaitClock;
 
 /// A dedup worker's local state dir (`run --state-dir`).
 #[derive(Clone, Debug)]
@@ -257,9 +259,9 @@ pub fn run(
     let mut last_decision = Instant::now();
     let mut last_report = Instant::now();
     let mut last_publish = Instant::now();
+    let mut waiting = WaitClock::default();
     while !stop.load(Ordering::Relaxed) {
         w.watch_route();
-        let round = Instant::now();
         w.settle(&c)?;
         w.rebalance(&c)?;
         w.pace_reader(&c)?;
@@ -271,6 +273,11 @@ pub fn run(
         let decided = w.decide_ready(&c)?;
         let resolved = w.resolve_awaited();
         let blocked = decided == 0 && w.owned.values().any(|o| !o.buf.is_empty());
+        let waited = waiting.mark(Instant::now(), blocked);
+        if !waited.is_zero() {
+            w.stats.waited_secs += waited.as_secs_f64();
+            metrics::global().order_wait(waited);
+        }
         if decided > 0 {
             last_decision = Instant::now();
         } else if last_decision.elapsed() > WAITING_REPORT_AFTER
@@ -295,11 +302,6 @@ pub fn run(
             } else {
                 w.read_changelog(&c.reader, IDLE_WAIT, false);
             }
-        }
-        if blocked {
-            let d = round.elapsed();
-            w.stats.waited_secs += d.as_secs_f64();
-            metrics::global().order_wait(d);
         }
     }
     health(Err("stopping".into()));
