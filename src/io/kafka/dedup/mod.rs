@@ -270,10 +270,11 @@ pub fn run(
         w.wake.tick(Instant::now());
         w.start_partitions(&c, stop)?;
         w.read_ahead(&c)?;
+        let look = Instant::now();
         let decided = w.decide_ready(&c)?;
         let resolved = w.resolve_awaited();
         let blocked = decided == 0 && w.owned.values().any(|o| !o.buf.is_empty());
-        let waited = waiting.mark(Instant::now(), blocked);
+        let waited = waiting.mark(look, blocked);
         if !waited.is_zero() {
             w.stats.waited_secs += waited.as_secs_f64();
             metrics::global().order_wait(waited);

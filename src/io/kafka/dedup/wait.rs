@@ -4,19 +4,20 @@
 use std::time::{Duration, Instant};
 
 /// Counts the time between a round that found posts buffered and none allowed (blocked) and the
-/// worker's next look. Each round marks once, after deciding; the interval after a blocked mark
-/// is waiting, whether the next round decides or not, and the interval after an unblocked one
-/// is not. So time the worker spent before its posts arrived (an idle poll, or the process
-/// stopped between rounds) never counts, as it did when each blocked round counted whole from
-/// its start.
+/// worker's next look. Each round marks once, at the time it began deciding (its look), with
+/// what the look found: the interval after a blocked look is waiting, whether the next look
+/// allows posts or not, and the interval after an unblocked one is not. So the time a worker
+/// spends deciding the posts it may decide, and the time before its posts arrived (an idle poll,
+/// or the process stopped between rounds), never count; the second did when each blocked round
+/// counted whole from its start.
 #[derive(Debug, Default)]
 pub(super) struct WaitClock {
     last: Option<(Instant, bool)>,
 }
 
 impl WaitClock {
-    /// Marks a round's look at `now`: `blocked` if posts were buffered and none allowed. Returns
-    /// the waiting since the previous mark.
+    /// Marks a round's look, taken at `now`: `blocked` if it found posts buffered and none
+    /// allowed. Returns the waiting since the previous look.
     pub(super) fn mark(&mut self, now: Instant, blocked: bool) -> Duration {
         let waited = match self.last {
             Some((then, true)) => now.saturating_duration_since(then),
