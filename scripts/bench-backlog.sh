@@ -22,7 +22,7 @@
 # SIMDEDUP_BENCH_STORAGE=memory on tansu's in-memory storage instead of SQLite;
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
 # the work dir; SIMDEDUP_BACKLOG_PARTITIONS sets kafka.routed_partitions (default 8; the raw
-# topic keeps 8); SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
+# topic keeps 8; on the mock broker, 5 MB per partition at most, the dev stream x4 needs 8); SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
 # $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"'). SIMDEDUP_BACKLOG_ROUTED=1 times the dedup stage
 # alone: the settled dedup workers are stopped (SIGSTOP) while the route worker routes the whole
 # backlog, the route worker is then stopped, and the dedup workers go on (SIGCONT) with the whole
@@ -154,11 +154,21 @@ fi
 dedup_addrs=()
 for i in $(seq "$workers"); do dedup_addrs+=("$(addr "dedup$i")"); done
 : > "$work/samples"
+# It stops early when the dedup workers' logs show routed records gone from the broker before
+# they were read: librdkafka's mock broker keeps at most 5 MB per partition and drops the oldest
+# records past that, so a backlog routed into fewer partitions (SIMDEDUP_BACKLOG_PARTITIONS) or
+# more copies can outgrow it, and the verdicts would never all come.
 python3 - "$work/samples" "$n" "$timeout" "$t0" "$(cat "$SIMDEDUP_RUN/broker.pid")" \
-  "${pids[*]}" "${dedup_addrs[@]}" <<'PY' || true
-import os, sys, time, urllib.request
+  "${pids[*]}" "$work" "${dedup_addrs[@]}" <<'PY' || true
+import glob, os, sys, time, urllib.request
 out, n, timeout, t0, broker, pids = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5], sys.argv[6].split()
-addrs = sys.argv[7:]
+work, addrs = sys.argv[7], sys.argv[8:]
+def routed_lost():  # a dedup worker found its routed partition's start deleted
+    for path in glob.glob(f"{work}/dedup*.log"):
+        for line in open(path, errors="replace"):
+            if "backlog.routed" in line and "Offset out of range" in line:
+                return line.strip()
+    return None
 hz = os.sysconf("SC_CLK_TCK")
 def cpu(pid):
     try:
@@ -195,8 +205,15 @@ with open(out, "w") as f:
         if elapsed >= timeout:
             print(f"after {timeout:.0f} s: {got} of {n} verdicts out", file=sys.stderr)
             break
+        if round(elapsed * 10) % 10 == 0 and (lost := routed_lost()):
+            print(f"routed records were deleted before a dedup worker read them ({got} of {n} "
+                  f"verdicts out); the broker's partitions are too small for this backlog "
+                  f"(librdkafka's mock broker keeps 5 MB each: use more routed partitions, "
+                  f"fewer copies, or tansu):\n{lost}", file=sys.stderr)
+            break
 PY
 got=$(tail -1 "$work/samples" | cut -d' ' -f2)
+if grep -q 'backlog\.routed.*Offset out of range' "$work"/dedup*.log; then exit 1; fi
 t1=$(date +%s.%N)
 threads_cpu > "$work/threads1"
 b1=$(broker_cpu)
