@@ -3,6 +3,7 @@
 
 mod common;
 mod edges;
+mod export;
 mod inspect;
 #[cfg(feature = "broker-tests")]
 mod kafka_broker;
