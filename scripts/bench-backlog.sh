@@ -22,7 +22,8 @@
 # SIMDEDUP_BENCH_STORAGE=memory on tansu's in-memory storage instead of SQLite;
 # SIMDEDUP_BACKLOG_TIMEOUT (seconds, default 1800) bounds the wait; SIMDEDUP_BENCH_KEEP=1 keeps
 # the work dir; SIMDEDUP_BACKLOG_PARTITIONS sets kafka.routed_partitions (default 8; the raw
-# topic keeps 8; on the mock broker, 5 MB per partition at most, the dev stream x4 needs 8); SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
+# topic keeps 8; on the mock broker, 5 MB per partition at most, the dev stream x4 needs 8);
+# SIMDEDUP_BACKLOG_CONFIG is TOML appended to the workers' config (e.g.
 # $'[kafka.consumer]\n"fetch.wait.max.ms" = "25"'). SIMDEDUP_BACKLOG_ROUTED=1 times the dedup stage
 # alone: the settled dedup workers are stopped (SIGSTOP) while the route worker routes the whole
 # backlog, the route worker is then stopped, and the dedup workers go on (SIGCONT) with the whole
