@@ -3,12 +3,14 @@
 //! live in `edit`.
 
 mod edit;
+mod screen;
 
 use serde::{Deserialize, Serialize};
 
 use crate::types::Fingerprint;
 use edit::edit_distance_within;
 pub use edit::{levenshtein, levenshtein_bounded};
+pub use screen::{Screen, Screened};
 
 /// Thresholds of the verification rules (the `[verify]` config section).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,10 +1,12 @@
 //! Gate benchmark: what a dedup worker's read-ahead check costs per pair of posts. A worker that
 //! shares the routed partitions compares each waiting head with the undecided posts it has read
-//! ahead of the other workers, by `verify::may_accept` (the gates' bound), and nearly every pair is
-//! rejected there. Here each post of a stream is compared that way with the next W posts in the
-//! file's order (posts close in time, as read ahead). Prints nanoseconds per pair (the median of R
-//! repetitions), the pairs compared and how many the bound let through: that count must not change
-//! with an optimization.
+//! ahead of the other workers, and nearly every pair is rejected. Here each post of a stream is
+//! compared with the next W posts in the file's order (posts close in time, as read ahead), two
+//! ways: by the gates alone (`verify::may_accept`, their bound), and as `lookahead` compares them,
+//! through `verify::Screen` first and the gates only for what it lets through. Prints, for each,
+//! nanoseconds per pair (the median of R repetitions), the pairs compared and how many the gates
+//! let through: that count must be the same on both lines, and must not change with an
+//! optimization.
 //!
 //! `cargo bench --bench gates -- [POSTS.jsonl] [W] [R]`: by default the dev stream
 //! (`../shared/bench/weibo-dev-small/posts.jsonl`, else the project's sample posts), W 256, R 7.
@@ -15,7 +17,7 @@ use simdedup::app::config::Config;
 use simdedup::engine::{Analyzed, Analyzer};
 use simdedup::input::Decoder;
 use simdedup::text::tokenize::{Tokenizer, DEFAULT_STOPWORDS};
-use simdedup::verify::{self, Gates};
+use simdedup::verify::{self, Gates, Screen, Screened};
 
 #[path = "posts_arg.rs"]
 mod posts_arg;
@@ -45,29 +47,44 @@ fn main() {
     // What a post read ahead keeps for the gates, as `lookahead` computes it.
     let gates: Vec<Gates> = posts.iter().map(|a| Gates::of(&a.sketch())).collect();
 
-    let mut times = Vec::with_capacity(reps);
-    let (mut pairs, mut through) = (0u64, 0u64);
-    for _ in 0..reps {
-        (pairs, through) = (0, 0);
-        let t0 = Instant::now();
-        for (i, a) in posts.iter().enumerate() {
-            let sketch = a.sketch();
-            for g in &gates[i + 1..(i + 1 + window).min(gates.len())] {
-                pairs += 1;
-                through += u64::from(verify::may_accept(&sketch, &gates[i].bits, g, &cfg.verify));
+    let records: Vec<Screened> = gates.iter().map(|g| Screened::of(g, &cfg.verify)).collect();
+    // The gates alone, as a check compared each pair before the screen; then the screen with
+    // the gates behind it, as `lookahead` compares them now. The count let through must agree.
+    for screened in [false, true] {
+        let mut times = Vec::with_capacity(reps);
+        let (mut pairs, mut through) = (0u64, 0u64);
+        for _ in 0..reps {
+            (pairs, through) = (0, 0);
+            let t0 = Instant::now();
+            for (i, a) in posts.iter().enumerate() {
+                let sketch = a.sketch();
+                let bits = &gates[i].bits;
+                let end = (i + 1 + window).min(gates.len());
+                pairs += (end - i - 1) as u64;
+                let gate = |j: usize| verify::may_accept(&sketch, bits, &gates[j], &cfg.verify);
+                if screened {
+                    let screen = Screen::new(&sketch, bits, &cfg.verify);
+                    screen.find(&records[i + 1..end], |j| {
+                        through += u64::from(gate(i + 1 + j));
+                        false
+                    });
+                } else {
+                    through += (i + 1..end).filter(|&j| gate(j)).count() as u64;
+                }
             }
+            times.push(t0.elapsed().as_secs_f64());
         }
-        times.push(t0.elapsed().as_secs_f64());
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        println!(
+            "{} posts={} window={window} pairs={pairs} through={through} ({:.3}%) \
+             ns_per_pair={:.2} (median of {reps}; fastest {:.2}, slowest {:.2})",
+            if screened { "screen+gates" } else { "gates" },
+            posts.len(),
+            100.0 * through as f64 / pairs.max(1) as f64,
+            median * 1e9 / pairs.max(1) as f64,
+            times[0] * 1e9 / pairs.max(1) as f64,
+            times[times.len() - 1] * 1e9 / pairs.max(1) as f64,
+        );
     }
-    times.sort_by(f64::total_cmp);
-    let median = times[times.len() / 2];
-    println!(
-        "gates posts={} window={window} pairs={pairs} through={through} ({:.3}%) ns_per_pair={:.2} \
-         (median of {reps}; fastest {:.2}, slowest {:.2})",
-        posts.len(),
-        100.0 * through as f64 / pairs.max(1) as f64,
-        median * 1e9 / pairs.max(1) as f64,
-        times[0] * 1e9 / pairs.max(1) as f64,
-        times[times.len() - 1] * 1e9 / pairs.max(1) as f64,
-    );
 }

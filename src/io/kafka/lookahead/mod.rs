@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::engine::{next_order_key, Position};
 use crate::index::{OrderKey, Visibility};
-use crate::verify::{self, Bits, Gates, Sketch, VerifyConfig, VerifyMode};
+use crate::verify::{self, Bits, Gates, Screen, Screened, Sketch, VerifyConfig, VerifyMode};
 
 use super::gate::{frontier, Bound};
 use super::wire::{routed_seq, RoutedSketch};
@@ -46,6 +46,9 @@ struct Ahead {
     arrival: i64,
     /// Undecided posts another text may match, in key order.
     posts: VecDeque<Pending>,
+    /// What `verify::Screen` reads of each of `posts`, in the same order: a check scans these
+    /// 32-byte records and meets the gates only for those the screen lets through.
+    screens: VecDeque<Screened>,
     /// Undecided posts only an identical text can match, in key order.
     exact: VecDeque<Pending>,
     /// The keys of `exact` by text hash, in key order.
@@ -59,6 +62,7 @@ impl Ahead {
             watermark: mark.map(|m| m.0),
             arrival: mark.map_or(0, |m| m.1),
             posts: VecDeque::new(),
+            screens: VecDeque::new(),
             exact: VecDeque::new(),
             by_hash: HashMap::new(),
         }
@@ -69,12 +73,13 @@ impl Ahead {
         frontier(partition, self.next_offset, self.watermark, self.arrival)
     }
 
-    fn push(&mut self, p: Pending, exact_only: bool) {
+    fn push(&mut self, p: Pending, exact_only: bool, cfg: &VerifyConfig) {
         if exact_only {
             let hash = p.gates.text_hash.unwrap_or_default();
             self.by_hash.entry(hash).or_default().push_back(p.key);
             self.exact.push_back(p);
         } else {
+            self.screens.push_back(Screened::of(&p.gates, cfg));
             self.posts.push_back(p);
         }
     }
@@ -83,6 +88,7 @@ impl Ahead {
     fn forget_below(&mut self, bound: &OrderKey) {
         while self.posts.front().is_some_and(|p| p.key < *bound) {
             self.posts.pop_front();
+            self.screens.pop_front();
         }
         while let Some(p) = self.exact.front().filter(|p| p.key < *bound) {
             let hash = p.gates.text_hash.unwrap_or_default();
@@ -116,6 +122,7 @@ impl Ahead {
 
     fn clear(&mut self) {
         self.posts.clear();
+        self.screens.clear();
         self.exact.clear();
         self.by_hash.clear();
     }
@@ -287,7 +294,7 @@ impl Lookahead {
                 post,
                 resolved: false,
             };
-            a.push(pending, exact);
+            a.push(pending, exact, &self.verify);
         }
         true
     }
@@ -350,17 +357,47 @@ impl Lookahead {
         if to.saturating_sub(from) > MAX_SCAN {
             return Check::Far;
         }
-        for p in a.posts.range(from..to.max(from)) {
-            if !p.resolved && self.may_match(post, bits, &p.gates, || p.post.sketch()) {
-                *checked = Some(p.key);
-                return Check::MayMatch;
-            }
+        if let Some(p) = self.first_may_match(a, from..to.max(from), post, bits) {
+            *checked = Some(p.key);
+            return Check::MayMatch;
         }
         // Every undecided post before the first one it does not see was compared (all of them
         // when it sees the last: what is read later comes after it).
         let unseen = a.posts.get(to).map(|p| p.key);
         *checked = unseen.or(a.posts.back().map(|p| p.key)).max(*checked);
         Check::Clear
+    }
+
+    /// The first undecided post of `a.posts[range]` that `post` may match: the screen first
+    /// (`verify::Screen`), then `may_match`.
+    fn first_may_match<'a>(
+        &self,
+        a: &'a Ahead,
+        range: std::ops::Range<usize>,
+        post: &Sketch<'_>,
+        bits: &Bits,
+    ) -> Option<&'a Pending> {
+        let may = |i: usize| {
+            let p = &a.posts[i];
+            !p.resolved && self.may_match(post, bits, &p.gates, || p.post.sketch())
+        };
+        if self.verify.mode == VerifyMode::SimhashOnly {
+            return range.into_iter().find(|&i| may(i)).map(|i| &a.posts[i]);
+        }
+        let screen = Screen::new(post, bits, &self.verify);
+        let (head, tail) = a.screens.as_slices();
+        let split = head.len();
+        let in_head = range.start.min(split)..range.end.min(split);
+        let in_tail = range.start.max(split) - split..range.end.max(split) - split;
+        let found = screen
+            .find(&head[in_head.clone()], |i| may(in_head.start + i))
+            .map(|i| in_head.start + i)
+            .or_else(|| {
+                screen
+                    .find(&tail[in_tail.clone()], |i| may(split + in_tail.start + i))
+                    .map(|i| split + in_tail.start + i)
+            });
+        found.map(|i| &a.posts[i])
     }
 
     /// Whether a post of `chars` characters and `tokens` tokens can match only an identical
