@@ -113,7 +113,7 @@ impl Screen {
     }
 
     /// `find` with bits counted by POPCNT (the baseline x86-64 target counts them with shifts
-    /// and masks, a third of the screen's cost).
+    /// and masks).
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "popcnt")]
     unsafe fn find_popcnt(
