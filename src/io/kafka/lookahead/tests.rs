@@ -277,6 +277,69 @@ fn records_read_twice_count_once() {
     assert_eq!(la.parts[&2].watermark, Some(12));
 }
 
+/// What a check of partition 1 finds by comparing `q` with every undecided post it sees there.
+fn plain(la: &Lookahead, at: &OrderKey, q: &Sketch<'_>) -> Check {
+    let a = &la.parts[&1];
+    if at.sees(&a.frontier(1), &LIVE) {
+        return Check::Unread;
+    }
+    let bits = Bits::of(q);
+    let seen = a.posts.iter().chain(&a.exact);
+    if seen
+        .filter(|p| at.sees(&p.key, &LIVE))
+        .any(|p| la.may_match(q, &bits, &p.gates, || p.post.sketch()))
+    {
+        Check::MayMatch
+    } else {
+        Check::Clear
+    }
+}
+
+#[test]
+fn a_check_through_the_screen_agrees_with_a_plain_scan_where_the_queue_wraps() {
+    let tok = Tokenizer::new(Weighting::Tf, "");
+    let mut la = ahead();
+    la.start(1, 0, Some((0, 0)));
+    const C: &str = "明天下午三点开会请大家准时参加不要迟到";
+    let mut offset = 0u64;
+    let mut read = |la: &mut Lookahead, texts: &[&str], n: u64| {
+        for i in 0..n as usize {
+            let text = texts[i % texts.len()];
+            let p = routed(&tok, &offset.to_string(), Some(offset as i64), 1, text);
+            la.read_posts(1, offset, Some(vec![p]));
+            offset += 1;
+        }
+    };
+    // 64 posts, the first 40 decided, then 30 more: the newest wrap to the queue's start, and the
+    // screens' records lie in two slices. Copies of A come only in the second slice.
+    read(&mut la, &[B, C], 64);
+    la.decided(1, Bound::Key(key(40, 1, 0)));
+    read(&mut la, &[A, B, C, A2], 30);
+    let (head, tail) = la.parts[&1].screens.as_slices();
+    assert!(
+        !head.is_empty() && !tail.is_empty(),
+        "{} and {}",
+        head.len(),
+        tail.len()
+    );
+    assert_eq!(head.len() + tail.len(), la.parts[&1].posts.len());
+    for query in [
+        A,
+        A2,
+        B,
+        "明天下午三点开会请大家准时参加不要迟到啊",
+        "周末一起去爬山吧天气预报说晴天",
+    ] {
+        let q = routed(&tok, "q", None, 1, query);
+        let q = q.analyzed.sketch();
+        for tau in 38..96 {
+            let at = key(tau, 0, 50);
+            let got = la.check(1, &at, &q, &Bits::of(&q));
+            assert_eq!(got, plain(&la, &at, &q), "{query} at {tau}");
+        }
+    }
+}
+
 #[test]
 fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
     let tok = Tokenizer::new(Weighting::Tf, "");
@@ -300,26 +363,6 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
     assert_eq!(la.pending(1), texts.len());
     assert_eq!(la.parts[&1].exact.len(), 5, "the short ones");
     // A check agrees with comparing every undecided post the query sees.
-    let plain = |la: &Lookahead, at: &OrderKey, q: &Sketch<'_>| {
-        let a = &la.parts[&1];
-        if at.sees(&a.frontier(1), &LIVE) {
-            return Check::Unread;
-        }
-        let seen = a
-            .posts
-            .iter()
-            .chain(&a.exact)
-            .filter(|p| at.sees(&p.key, &LIVE));
-        let bits = Bits::of(q);
-        if seen
-            .into_iter()
-            .any(|p| la.may_match(q, &bits, &p.gates, || p.post.sketch()))
-        {
-            Check::MayMatch
-        } else {
-            Check::Clear
-        }
-    };
     for forgotten in [0, 12, 15] {
         la.decided(1, Bound::Key(key(forgotten, 1, 0)));
         for query in ["好消息", "转发微博", "哈哈哈", "坏消息", A, A2, B] {
