@@ -38,6 +38,11 @@
 #     partition holds (tansu-storage's DynoStore::fetch over object_store's in-memory list), so
 #     its cost grows as the topic fills: after a minute at 2,000 posts/s a raw partition of
 #     bench-live.sh held about 2,600 batches (scripts/topic-batches.py counts them).
+#   both: a fetch is answered with at most 5 MiB (tansu-storage's FetchService caps max_bytes at
+#     that, whatever fetch.max.bytes asks), filled with whole batches partition by partition and
+#     ignoring max.partition.fetch.bytes: a backlog of 4.8 MB per partition (400,000 rumdect posts
+#     in 8) arrives one partition per fetch, so an event-time merge that needs every partition's
+#     first records (the route stage) waits about 0.25 s for the eighth.
 #   both: no EndTxn, so Kafka transactions cannot commit or abort (commit_transaction fails with
 #     "EndTxnRequest (KIP-98) not supported by broker").
 #   both: every fetch, with records or without, is held for the consumer's whole fetch.wait.max.ms
