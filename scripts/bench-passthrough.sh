@@ -47,13 +47,4 @@ with open(rates, "a") as f:
     f.write(f"{p} {a}\n")
 PY
 done
-python3 - "$out/rates" "$rounds" <<'PY'
-import statistics, sys
-rates, rounds = sys.argv[1], int(sys.argv[2])
-p, a = zip(*(map(int, line.split()) for line in open(rates)))
-ratios = [y / x for x, y in zip(p, a)]
-print(f"medians over {rounds} rounds: pass-through {statistics.median(p):.0f} records/s, "
-      f"run --role all {statistics.median(a):.0f} records/s")
-print(f"median of the per-round ratios: {statistics.median(ratios):.2f} "
-      f"(from {min(ratios):.2f} to {max(ratios):.2f})")
-PY
+python3 scripts/ratios.py "$out/rates" pass-through "run --role all" records/s

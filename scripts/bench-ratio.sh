@@ -49,14 +49,4 @@ with open(f"{out}/rates", "a") as f:
     f.write(f"{r1} {r2}\n")
 PY
 done
-python3 - "$out/rates" "$rounds" <<'PY'
-import statistics, sys
-rates, rounds = sys.argv[1], int(sys.argv[2])
-one, two = zip(*(map(int, line.split()) for line in open(rates)))
-ratios = [b / a for a, b in zip(one, two)]
-print(f"medians over {rounds} rounds: one {statistics.median(one):.0f} posts/s, "
-      f"two {statistics.median(two):.0f} posts/s; ratio of the medians "
-      f"{statistics.median(two) / statistics.median(one):.2f}")
-print(f"median of the per-round ratios: {statistics.median(ratios):.2f} "
-      f"(from {min(ratios):.2f} to {max(ratios):.2f})")
-PY
+python3 scripts/ratios.py "$out/rates" one two posts/s
