@@ -28,7 +28,10 @@
 # alone: the settled dedup workers are stopped (SIGSTOP) while the route worker routes the whole
 # backlog, the route worker is then stopped, and the dedup workers go on (SIGCONT) with the whole
 # routed backlog before them; the times count from then (on the mock broker: routing on tansu
-# may outlast the group's 45 s session timeout).
+# may outlast the group's 45 s session timeout). SIMDEDUP_BACKLOG_CORES=1 confines each dedup
+# worker to one core of its own (`taskset`; worker i to core i-1, modulo the cores), the broker
+# and the route worker unconfined: with one worker, the rate one core gives; with as many as the
+# cores, what adding a worker with a core of its own gives.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=${1:-}
@@ -68,13 +71,22 @@ python3 scripts/copies.py "$input" "$copies" > "$work/stream.jsonl"
 n=$(wc -l < "$work/stream.jsonl")
 "$bin" produce --topic backlog.posts --partitions 8 --input "$work/stream.jsonl"
 
-start() { # name role
-  "$bin" run --role "$2" --config "$work/config.toml" --metrics-addr 127.0.0.1:0 \
+if [ -n "${SIMDEDUP_BACKLOG_CORES:-}" ]; then
+  command -v taskset >/dev/null || { echo "SIMDEDUP_BACKLOG_CORES needs taskset (util-linux)" >&2; exit 2; }
+fi
+start() { # name role [core]
+  local pin=()
+  [ -n "${3:-}" ] && pin=(taskset -c "$3")
+  "${pin[@]}" "$bin" run --role "$2" --config "$work/config.toml" --metrics-addr 127.0.0.1:0 \
     2> "$work/$1.log" &
   pids+=($!)
   names+=("$1")
 }
-for i in $(seq "$workers"); do start "dedup$i" dedup; done
+for i in $(seq "$workers"); do
+  core=
+  [ -n "${SIMDEDUP_BACKLOG_CORES:-}" ] && core=$(( (i - 1) % $(nproc) ))
+  start "dedup$i" dedup $core
+done
 # Settled: each worker's latest rebalance event assigns it partitions, all of them in all.
 settled() {
   local total=0 i last

@@ -9,7 +9,8 @@
 #   scripts/bench-ratio.sh ROUNDS [COPIES] [POSTS.jsonl]
 # Everything bench-backlog.sh reads from the environment passes through: SIMDEDUP_BENCH_BROKER
 # (mock for librdkafka's mock broker), SIMDEDUP_BACKLOG_ROUTED=1 (the dedup stage alone),
-# SIMDEDUP_BACKLOG_CONFIG, SIMDEDUP_BACKLOG_PARTITIONS, SIMDEDUP_BENCH_BIN. Each run's whole
+# SIMDEDUP_BACKLOG_CONFIG, SIMDEDUP_BACKLOG_PARTITIONS, SIMDEDUP_BACKLOG_CORES (each dedup
+# worker on a core of its own: one core against two), SIMDEDUP_BENCH_BIN. Each run's whole
 # output is kept in a directory printed at the start (SIMDEDUP_RATIO_OUT to choose it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
