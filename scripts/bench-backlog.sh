@@ -85,7 +85,7 @@ start() { # name role [core]
 for i in $(seq "$workers"); do
   core=
   [ -n "${SIMDEDUP_BACKLOG_CORES:-}" ] && core=$(( (i - 1) % $(nproc) ))
-  start "dedup$i" dedup $core
+  start "dedup$i" dedup "$core"
 done
 # Settled: each worker's latest rebalance event assigns it partitions, all of them in all.
 settled() {
