@@ -129,9 +129,10 @@ for i in conflicting[:10]:
     print(f"  {i}: {sorted(live[i])}; the file pipeline: {sorted(ref.get(i, []))}")
 print(f"same verdict as the undisturbed pipeline: {same} of {len(ref)} ({same / len(ref):.4%})")
 # At-least-once: a re-decided post is output again, and must be output exactly as the first time.
-def repeats(path, key):
+# Each post's first output is kept in NAME.first.jsonl, for scoring below.
+def repeats(name, key):
     first, n, differing = {}, 0, []
-    for l in open(path, encoding="utf-8"):
+    for l in open(f"{w}/{name}.jsonl", encoding="utf-8"):
         i = json.loads(l)[key]
         if i not in first:
             first[i] = l
@@ -139,9 +140,10 @@ def repeats(path, key):
         n += 1
         if l != first[i]:
             differing.append(i)
+    open(f"{w}/{name}.first.jsonl", "w", encoding="utf-8").writelines(first.values())
     return n, differing
-rep_u, diff_u = repeats(f"{w}/kill.unique.jsonl", "id")
-rep_d, diff_d = repeats(f"{w}/kill.dups.jsonl", "post_id")
+rep_u, diff_u = repeats("kill.unique", "id")
+rep_d, diff_d = repeats("kill.dups", "post_id")
 differing = diff_u + diff_d
 print(f"repeated outputs: {rep_u} unique, {rep_d} duplicate events; not byte-identical to the first: {len(differing)}")
 for i in differing[:10]:
@@ -168,23 +170,7 @@ fi
 truth=$(dirname "$input")/truth.jsonl
 score=$(dirname "$input")/../score.py
 if [ -f "$truth" ] && [ -f "$score" ]; then
-  # At-least-once: a re-decided post is output again (byte for byte, checked above).
-  # Keep each post's first output, as the issue's measure asks.
-  python3 - "$work" <<'PY'
-import json, sys
-w = sys.argv[1]
-for name, key in (("kill.unique", "id"), ("kill.dups", "post_id")):
-    seen, kept, repeats = set(), [], 0
-    for l in open(f"{w}/{name}.jsonl", encoding="utf-8"):
-        i = json.loads(l)[key]
-        if i in seen:
-            repeats += 1
-            continue
-        seen.add(i)
-        kept.append(l)
-    open(f"{w}/{name}.first.jsonl", "w", encoding="utf-8").writelines(kept)
-    print(f"{name}: {repeats} at-least-once repeats dropped before scoring")
-PY
+  # At-least-once: each post's first output is scored (kept above), as the issue's measure asks.
   python3 "$score" --truth "$truth" --unique "$work/kill.unique.first.jsonl" \
     --duplicates "$work/kill.dups.first.jsonl" --json-out "$work/score.json" >/dev/null
   python3 - "$work/score.json" <<'PY'
