@@ -130,6 +130,7 @@ if [ -n "$prerouted" ]; then
   done
   echo "the route worker routed $(metric route simdedup_posts_in_total) posts in $acked envelopes; the dedup workers go on"
   kill -KILL "${pids[-1]}"
+  wait "${pids[-1]}" 2>/dev/null || true
   unset 'pids[-1]' 'names[-1]'
 fi
 proc_cpu() { awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$1/stat"; }

@@ -74,6 +74,9 @@ bench_start() {
 
 bench_cleanup() {
   for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  # Reaped here, so that bash does not report each one as "Killed", which reads like a failure.
+  # (Not with no pids: a bare `wait` would wait for the broker too.)
+  [ "${#pids[@]}" -eq 0 ] || wait "${pids[@]}" 2>/dev/null || true
   if [ "${SIMDEDUP_BENCH_BROKER:-tansu}" = mock ]; then
     kill "$(cat "$SIMDEDUP_RUN/broker.pid" 2>/dev/null)" 2>/dev/null || true
   else

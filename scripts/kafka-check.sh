@@ -77,6 +77,7 @@ else
   done
   echo "killing dedup worker B (pid $b) after $(decided) decided records, $(( $(date +%s) - start )) s" >&2
   kill -KILL "$b"
+  wait "$b" 2>/dev/null || true
   sleep "$restart_delay"
   "$bin" "${common[@]}" --role dedup 2> "$work/b2.log" & pids+=($!)
   echo "restarted B" >&2
