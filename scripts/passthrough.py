@@ -30,6 +30,12 @@ def main() -> None:
             "group.id": "passthrough.py",
             "auto.offset.reset": "earliest",
             "enable.auto.commit": True,
+            # The settings simdedup's own consumers use (src/io/kafka/client.rs): tansu 0.6
+            # answers a fetch with whole partitions, so one response overfills the prefetch
+            # queue, and with librdkafka's 1 s `fetch.queue.backoff.ms` the copy then stalled
+            # for about a second in many runs (half its rate over 400,000 records).
+            "fetch.queue.backoff.ms": 10,
+            "fetch.wait.max.ms": 10,
         }
     )
     producer = Producer({"bootstrap.servers": brokers, "linger.ms": 5})
