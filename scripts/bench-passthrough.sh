@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # `run --role all` against a pass-through, ROUNDS times: each round is one run of
 # scripts/bench-kafka.sh (a fresh tansu, the pass-through first, then `run --role all`, on the
-# same records). Prints each round's end-to-end rates, their ratio and the CPU seconds per 1,000
-# records, then the medians and the median of the per-round ratios: the figure to quote, since
-# the machine's pace moves from minute to minute and both runs of a round see the same machine.
+# same records). Prints each round's end-to-end rates, their ratio (and the ratio of the rates
+# between the progress lines, each run's steady pace once running) and the CPU seconds per 1,000
+# records, then the medians and the median of the per-round end-to-end ratios: the figure to
+# quote, since the machine's pace moves from minute to minute and both runs of a round see the
+# same machine.
 #   scripts/bench-passthrough.sh ROUNDS [POSTS.jsonl] [COPIES]
 # Everything bench-kafka.sh reads from the environment passes through (SIMDEDUP_BENCH_STORAGE,
 # SIMDEDUP_BENCH_BASELINE, SIMDEDUP_BENCH_BIN). Each round's whole output is kept in a directory
@@ -34,13 +36,15 @@ for r in $(seq "$rounds"); do
 import re, sys
 log, r, rates = sys.argv[1], sys.argv[2], sys.argv[3]
 text = open(log, encoding="utf-8", errors="replace").read()
-p = re.search(r"^pass-through \([^)]*\): (\d+) records/s end-to-end", text, re.M)
-a = re.search(r"^run --role all: (\d+) records/s end-to-end", text, re.M)
+p = re.search(r"^pass-through \([^)]*\): (\d+) records/s end-to-end \((\d+) between", text, re.M)
+a = re.search(r"^run --role all: (\d+) records/s end-to-end \((\d+) for the dedup stage", text, re.M)
 cpu = re.search(r"run --role all worker (\d+\.\d+), broker (\d+\.\d+)", text)
 if not (p and a):
     sys.exit(f"round {r}: no end-to-end rate in {log}")
+steady = int(a[2]) / int(p[2])
 p, a = int(p[1]), int(a[1])
 print(f"round {r}: pass-through {p} records/s, run --role all {a} records/s: ratio {a / p:.2f}"
+      + f" ({steady:.2f} between progress lines)"
       + (f" (CPU s per 1,000 records: worker {cpu[1]}, broker {cpu[2]})" if cpu else ""),
       flush=True)
 with open(rates, "a") as f:
