@@ -36,15 +36,15 @@ for r in $(seq "$rounds"); do
 import re, sys
 log, r, rates = sys.argv[1], sys.argv[2], sys.argv[3]
 text = open(log, encoding="utf-8", errors="replace").read()
-p = re.search(r"^pass-through \([^)]*\): (\d+) records/s end-to-end \((\d+) between", text, re.M)
-a = re.search(r"^run --role all: (\d+) records/s end-to-end \((\d+) for the dedup stage", text, re.M)
+p = re.search(r"^pass-through \([^)]*\): (\d+) records/s end-to-end \((\d+|n/a) between", text, re.M)
+a = re.search(r"^run --role all: (\d+) records/s end-to-end \((\d+|n/a) for the dedup", text, re.M)
 cpu = re.search(r"run --role all worker (\d+\.\d+), broker (\d+\.\d+)", text)
 if not (p and a):
     sys.exit(f"round {r}: no end-to-end rate in {log}")
-steady = int(a[2]) / int(p[2])
+steady = f"{int(a[2]) / int(p[2]):.2f}" if "n/a" not in (a[2], p[2]) else "n/a"
 p, a = int(p[1]), int(a[1])
 print(f"round {r}: pass-through {p} records/s, run --role all {a} records/s: ratio {a / p:.2f}"
-      + f" ({steady:.2f} between progress lines)"
+      + f" ({steady} between progress lines)"
       + (f" (CPU s per 1,000 records: worker {cpu[1]}, broker {cpu[2]})" if cpu else ""),
       flush=True)
 with open(rates, "a") as f:
