@@ -9,11 +9,12 @@ use std::sync::{Arc, Mutex};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, FromClientConfigAndContext, RDKafkaLogLevel};
 use rdkafka::consumer::{BaseConsumer, ConsumerContext, Rebalance};
-use rdkafka::producer::{DeliveryResult, ProducerContext, ThreadedProducer};
+use rdkafka::producer::{DeliveryResult, ProducerContext};
 use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::Message;
 
 use super::acks::DeliveredEnds;
+use super::polled::PolledProducer;
 use super::{sched, KafkaConfig, KafkaError};
 use crate::metrics;
 
@@ -302,7 +303,7 @@ impl ProducerContext for AckContext {
 /// A producer and the receiving end of its delivery reports.
 pub fn producer(
     k: &KafkaConfig,
-) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
+) -> Result<(PolledProducer<AckContext>, Receiver<Delivery>), KafkaError> {
     with_acks(k, producer_config(k), None)
 }
 
@@ -330,7 +331,7 @@ pub fn paced_producer(k: &KafkaConfig) -> Result<PacedProducer, KafkaError> {
 /// A paced producer, the receiving end of its delivery reports, and whether its producer id has
 /// been assigned (`paced_producer`).
 pub type PacedProducer = (
-    ThreadedProducer<AckContext>,
+    PolledProducer<AckContext>,
     Receiver<Delivery>,
     Arc<AtomicBool>,
 );
@@ -340,13 +341,13 @@ pub type PacedProducer = (
 pub fn envelope_producer(
     k: &KafkaConfig,
     envelopes: Arc<DeliveredEnds>,
-) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
+) -> Result<(PolledProducer<AckContext>, Receiver<Delivery>), KafkaError> {
     with_acks(k, envelope_producer_config(k), Some(envelopes))
 }
 
 /// A producer, a sender of delivery reports and their receiving end.
 pub type Reporting = (
-    ThreadedProducer<AckContext>,
+    PolledProducer<AckContext>,
     Sender<Delivery>,
     Receiver<Delivery>,
 );
@@ -366,7 +367,7 @@ pub fn producer_and_sender(k: &KafkaConfig) -> Result<Reporting, KafkaError> {
 pub fn producer_reporting_to(
     k: &KafkaConfig,
     tx: Sender<Delivery>,
-) -> Result<ThreadedProducer<AckContext>, KafkaError> {
+) -> Result<PolledProducer<AckContext>, KafkaError> {
     with_acks_to(k, producer_config(k), tx, None, None)
 }
 
@@ -375,7 +376,7 @@ fn with_acks(
     k: &KafkaConfig,
     c: ClientConfig,
     envelopes: Option<Arc<DeliveredEnds>>,
-) -> Result<(ThreadedProducer<AckContext>, Receiver<Delivery>), KafkaError> {
+) -> Result<(PolledProducer<AckContext>, Receiver<Delivery>), KafkaError> {
     let (tx, rx) = channel();
     Ok((with_acks_to(k, c, tx, envelopes, None)?, rx))
 }
@@ -388,7 +389,7 @@ fn with_acks_to(
     tx: Sender<Delivery>,
     envelopes: Option<Arc<DeliveredEnds>>,
     id_assigned: Option<Arc<AtomicBool>>,
-) -> Result<ThreadedProducer<AckContext>, KafkaError> {
+) -> Result<PolledProducer<AckContext>, KafkaError> {
     create(
         k,
         &c,

@@ -14,6 +14,7 @@ mod gate;
 mod lookahead;
 mod merge;
 pub mod outbox;
+pub mod polled;
 mod queues;
 pub mod replay;
 pub mod route;

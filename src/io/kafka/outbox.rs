@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseRecord, ThreadedProducer};
+use rdkafka::producer::BaseRecord;
+
+use super::polled::PolledProducer;
 
 use super::acks::Acks;
 use super::client::{AckContext, Delivery, RebalanceLog, Tag};
@@ -30,7 +32,7 @@ pub(crate) struct Out<'a> {
 
 /// Sends one record, settling delivery reports while the local queue is full.
 pub(crate) fn send(
-    producer: &ThreadedProducer<AckContext>,
+    producer: &PolledProducer<AckContext>,
     deliveries: &Receiver<Delivery>,
     acks: &mut Acks,
     out: Out<'_>,

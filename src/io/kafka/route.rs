@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError as RdError;
-use rdkafka::producer::{Producer, ThreadedProducer};
+use rdkafka::producer::Producer;
+
+use super::polled::PolledProducer;
 use rdkafka::Message;
 
 use super::acks::Acks;
@@ -421,7 +423,7 @@ impl Outgoing {
         &mut self,
         k: &KafkaConfig,
         partition: i32,
-        producer: &ThreadedProducer<AckContext>,
+        producer: &PolledProducer<AckContext>,
         deliveries: &Receiver<Delivery>,
         acks: &mut Acks,
     ) -> Result<(), KafkaError> {
@@ -467,7 +469,7 @@ impl Encoder<'_> {
 fn shutdown(
     k: &KafkaConfig,
     consumer: &BaseConsumer<RebalanceLog>,
-    producer: &ThreadedProducer<AckContext>,
+    producer: &PolledProducer<AckContext>,
     deliveries: &Receiver<Delivery>,
     acks: &mut Acks,
     stored: &mut std::collections::BTreeMap<u32, u64>,

@@ -1,6 +1,6 @@
 //! The scheduling policy of librdkafka's threads (`kafka.batch_client_threads`).
 //!
-//! A client's threads (its main thread, one per broker, a threaded producer's polling thread)
+//! A client's threads (its main thread, one per broker, a producer's serving thread)
 //! are made when the client is, and those threads make the rest; every thread inherits its
 //! creator's policy. Made under Linux's `SCHED_BATCH`, a thread woken by a request, a fetch
 //! response or a record to send does not preempt the thread that is deciding posts: it runs on

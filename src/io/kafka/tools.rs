@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdError;
-use rdkafka::producer::{BaseRecord, Producer, ThreadedProducer};
+use rdkafka::producer::{BaseRecord, Producer};
+
+use super::polled::PolledProducer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::client::{self, AckContext, Tag};
@@ -115,7 +117,7 @@ fn wait_until_ready(ready: &AtomicBool, limit: Duration) {
 }
 
 fn send_retrying(
-    p: &ThreadedProducer<AckContext>,
+    p: &PolledProducer<AckContext>,
     topic: &str,
     key: &[u8],
     payload: &[u8],

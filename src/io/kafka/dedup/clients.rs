@@ -5,7 +5,9 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
 use rdkafka::consumer::{BaseConsumer, Consumer};
-use rdkafka::producer::{Producer, ThreadedProducer};
+use rdkafka::producer::Producer;
+
+use crate::io::kafka::polled::PolledProducer;
 
 use super::super::client::{self, AckContext, Delivery, RebalanceLog};
 use super::super::queues::Split;
@@ -19,10 +21,10 @@ pub(super) struct Clients {
     pub(super) reader: BaseConsumer<client::QuietContext>,
     pub(super) ahead: BaseConsumer<client::QuietContext>,
     /// Outputs (verdicts, rejections), and the changelog until `own_changelog` is set.
-    pub(super) producer: ThreadedProducer<AckContext>,
+    pub(super) producer: PolledProducer<AckContext>,
     /// The changelog's producer once this worker shares the routed partitions with others
     /// (`Clients::separate_changelog`).
-    pub(super) own_changelog: OnceCell<ThreadedProducer<AckContext>>,
+    pub(super) own_changelog: OnceCell<PolledProducer<AckContext>>,
     /// Where delivery reports go, for `own_changelog`.
     pub(super) reports: Sender<Delivery>,
     pub(super) deliveries: Receiver<Delivery>,
@@ -56,7 +58,7 @@ impl Clients {
     }
 
     /// The producer of changelog records (index entries, progress markers, sync records).
-    pub(super) fn changelog(&self) -> &ThreadedProducer<AckContext> {
+    pub(super) fn changelog(&self) -> &PolledProducer<AckContext> {
         self.own_changelog.get().unwrap_or(&self.producer)
     }
 
