@@ -199,7 +199,7 @@ fn producer_with(k: &KafkaConfig, linger_ms: &str, compression: &str) -> ClientC
     c
 }
 
-trait SetIfAbsent {
+pub(crate) trait SetIfAbsent {
     fn set_if_absent(&mut self, key: &str, v: &str);
 }
 
