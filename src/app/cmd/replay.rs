@@ -12,7 +12,8 @@ pub(crate) const EXAMPLES: &str = "Example:
       --unique-topic backfill.unique --duplicates-topic backfill.duplicates --rejected-topic backfill.rejected
 
 Deterministic: the same range gives the same verdicts, in the order the live topology decides.
-Reads the whole range into memory first, then decides it; missing output topics are created.
+Streams the range (a few thousand records buffered per partition), with a progress line every
+100,000 records; missing output topics are created.
 
 Exit codes: 0 done (with --metrics-hold: after the signal that ends the hold); 1 Kafka failure;
 2 usage or configuration error (also a metrics address that cannot be bound). No checkpoint: a
