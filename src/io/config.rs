@@ -49,3 +49,24 @@ impl StageConfig {
         self.engine.window.max_future_secs
     }
 }
+
+#[cfg(test)]
+impl StageConfig {
+    /// Every setting at its default, empty posts passing (what `app`'s default config gives,
+    /// which `io` cannot name), for tests.
+    pub(crate) fn defaults_for_tests() -> StageConfig {
+        StageConfig {
+            input: Default::default(),
+            engine: crate::engine::EngineConfig {
+                index: Default::default(),
+                verify: Default::default(),
+                window: Default::default(),
+                empty_posts: crate::engine::EmptyPolicy::Pass,
+                visibility: Default::default(),
+            },
+            output: Default::default(),
+            state: Default::default(),
+            routing: Default::default(),
+        }
+    }
+}

@@ -112,19 +112,7 @@ mod tests {
     use crate::text::tokenize::{Weighting, DEFAULT_STOPWORDS};
 
     fn stages() -> StageConfig {
-        StageConfig {
-            input: Default::default(),
-            engine: crate::engine::EngineConfig {
-                index: Default::default(),
-                verify: Default::default(),
-                window: Default::default(),
-                empty_posts: crate::engine::EmptyPolicy::Pass,
-                visibility: Default::default(),
-            },
-            output: Default::default(),
-            state: Default::default(),
-            routing: Default::default(),
-        }
+        StageConfig::defaults_for_tests()
     }
 
     #[test]

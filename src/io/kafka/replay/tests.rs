@@ -149,19 +149,7 @@ fn the_verdicts_do_not_depend_on_how_much_is_read_ahead() {
         .collect();
     let cluster = crate::io::kafka::admin::mock_broker(1, &topics).unwrap();
     let n = produce_posts(&cluster.bootstrap_servers(), "in");
-    let cfg = StageConfig {
-        input: Default::default(),
-        engine: crate::engine::EngineConfig {
-            index: Default::default(),
-            verify: Default::default(),
-            window: Default::default(),
-            empty_posts: crate::engine::EmptyPolicy::Pass,
-            visibility: Default::default(),
-        },
-        output: Default::default(),
-        state: Default::default(),
-        routing: Default::default(),
-    };
+    let cfg = StageConfig::defaults_for_tests();
     let tokenizer = Tokenizer::new(
         crate::text::tokenize::Weighting::Tf,
         crate::text::tokenize::DEFAULT_STOPWORDS,
