@@ -11,10 +11,9 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError as RdError, RDKafkaErrorCode};
 use rdkafka::producer::BaseRecord;
 
-use super::polled::PolledProducer;
-
 use super::acks::Acks;
 use super::client::{AckContext, Delivery, RebalanceLog, Tag};
+use super::polled::PolledProducer;
 use super::KafkaError;
 
 /// How long `send` sleeps when librdkafka's local queue is full, before settling reports and

@@ -35,7 +35,8 @@ const MAX_SERVED_IN_A_ROW: usize = 1024;
 pub struct PolledProducer<C: ProducerContext + 'static> {
     // Dropped in this order: the thread, the callback, the queue handle, the producer.
     poller: Option<(JoinHandle<()>, Arc<AtomicBool>)>,
-    wake: Option<Box<Box<dyn Fn() + Send + Sync>>>,
+    #[allow(dead_code)] // kept alive for librdkafka's callback, which points at it
+    wake: Box<Box<dyn Fn() + Send + Sync>>,
     queue: Arc<MainQueue>,
     producer: Arc<BaseProducer<C>>,
     /// The serving thread's id (Linux's), once it runs.
@@ -118,7 +119,7 @@ impl<C: ProducerContext + 'static> FromClientConfigAndContext<C> for PolledProdu
         thread.thread().unpark();
         Ok(PolledProducer {
             poller: Some((thread, stop)),
-            wake: Some(wake),
+            wake,
             queue,
             producer,
             tid,
@@ -168,9 +169,8 @@ impl<C: ProducerContext + 'static> Drop for PolledProducer<C> {
             let _ = thread.join();
         }
         // SAFETY: the queue handle is valid; no callback runs after this returns, so the box
-        // can go.
+        // can go with the fields.
         unsafe { rdsys::rd_kafka_queue_cb_event_enable(self.queue.0, None, std::ptr::null_mut()) };
-        self.wake = None;
     }
 }
 

@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError as RdError;
 use rdkafka::producer::Producer;
-
-use super::polled::PolledProducer;
 use rdkafka::Message;
 
 use super::acks::Acks;
@@ -21,6 +19,7 @@ use super::client::{self, AckContext, Delivery, RebalanceEvent, RebalanceLog, Ta
 use super::fetch;
 use super::merge::{earliest, merge_time, Wake};
 use super::outbox::{commit, commit_with, send, settle, store_offsets, Out};
+use super::polled::PolledProducer;
 use super::queues::Split;
 use super::wire::{encode_routed_into, Envelope, ENVELOPE_MAX_POSTS};
 use super::{KafkaConfig, KafkaError};

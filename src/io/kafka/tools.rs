@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError as RdError;
 use rdkafka::producer::{BaseRecord, Producer};
-
-use super::polled::PolledProducer;
 use rdkafka::{Message, Offset, TopicPartitionList};
 
 use super::client::{self, AckContext, Tag};
 use super::fetch;
+use super::polled::PolledProducer;
 use super::{KafkaConfig, KafkaError};
 
 /// Records `passthrough` copies per poll round before it settles deliveries and stores offsets.

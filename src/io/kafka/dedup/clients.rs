@@ -7,9 +7,8 @@ use std::time::Duration;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::producer::Producer;
 
-use crate::io::kafka::polled::PolledProducer;
-
 use super::super::client::{self, AckContext, Delivery, RebalanceLog};
+use super::super::polled::PolledProducer;
 use super::super::queues::Split;
 use super::super::{KafkaConfig, KafkaError};
 

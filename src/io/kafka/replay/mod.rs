@@ -264,8 +264,9 @@ struct Buffers {
     range: ReplayRange,
     /// Per partition: records read, not yet merged.
     raw: Vec<VecDeque<Raw>>,
-    /// Per partition: the end offset (exclusive; `--to-offset`), or none.
-    ends: Vec<i64>,
+    /// Where every partition ends (exclusive; `--to-offset`, else `i64::MAX`): the range's end
+    /// within a partition is where the reader meets end-of-partition, or this offset.
+    end: i64,
     /// Per partition: read to its end.
     done: Vec<bool>,
     /// The latest merge time read (records without a time follow it).
@@ -289,11 +290,7 @@ impl RangeReader {
         let parts =
             fetch::partition_count(&consumer, &k.input_topic, Duration::from_secs(10))? as i32;
         let mut tpl = TopicPartitionList::new();
-        let mut ends = Vec::new();
         for p in 0..parts {
-            // The end of a partition is where the reader meets end-of-partition (or
-            // --to-offset): high watermarks are not reliable on every Kafka-compatible broker.
-            ends.push(range.to_offset.map_or(i64::MAX, |o| o + 1));
             let start = match range.from_offset {
                 Some(o) => Offset::Offset(o),
                 None => Offset::Beginning,
@@ -336,7 +333,9 @@ impl RangeReader {
                 admission: Admission::new(cfg),
                 range: range.clone(),
                 raw: (0..parts).map(|_| VecDeque::new()).collect(),
-                ends,
+                // High watermarks are not reliable on every Kafka-compatible broker: a
+                // partition ends where the reader meets end-of-partition.
+                end: range.to_offset.map_or(i64::MAX, |o| o + 1),
                 done: vec![false; parts as usize],
                 last_time: i64::MIN,
             },
@@ -455,7 +454,7 @@ impl Buffers {
         if p >= self.raw.len() || self.done[p] {
             return Ok(());
         }
-        if o >= self.ends[p] {
+        if o >= self.end {
             self.done[p] = true;
             return Ok(());
         }
