@@ -18,6 +18,7 @@ use crate::verify::{Match, VerifyConfig};
 use crate::window::{Horizon, Window, WindowConfig, WindowError};
 
 mod ahead;
+pub use ahead::Ahead;
 mod analyze;
 mod lane;
 pub use analyze::{Analyzed, Analyzer};

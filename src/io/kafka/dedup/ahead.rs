@@ -3,7 +3,8 @@
 //! that a post whose turn has not come in the global order can still be decided when nothing
 //! undecided there could match it. Only read, and only fetched, while posts wait on another
 //! partition. A post read ahead that a waiting head may match is itself decided here for the
-//! index when that is certain to make it unique (`Worker::resolve_awaited`).
+//! index when that is certain to make it unique, or a duplicate that stores nothing
+//! (`Worker::resolve_awaited`).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -18,6 +19,7 @@ use super::super::lookahead::Check;
 use super::super::wire::{decode_sketch_record, routed_offset};
 use super::super::KafkaError;
 use super::{Clients, Worker};
+use crate::engine::Ahead;
 use crate::index::grams::distinct_bigrams;
 use crate::index::OrderKey;
 use crate::verify::{Bits, Sketch};
@@ -69,7 +71,7 @@ pub(super) struct AheadReader {
     /// Undecided posts of partitions other workers own that a waiting head may match, by
     /// partition and key, to be resolved after the round (`Worker::resolve_awaited`).
     pub(super) awaited: RefCell<Vec<(u32, OrderKey)>>,
-    /// Posts whose entries were added ahead of their owners (`Engine::unique_ahead`).
+    /// Posts decided for the index ahead of their owners (`Engine::decide_ahead`).
     pub(super) resolved: u64,
 }
 
@@ -257,13 +259,14 @@ impl Worker<'_> {
     }
 
     /// Decides for the index, ahead of their owners, the posts that waiting heads were found
-    /// to wait for (`AheadReader::awaited`), where that decision is certain to make them unique
-    /// (`Engine::unique_ahead`): nothing undecided that such a post sees could match it
-    /// (`clear_before`, the checks a head passes), and nothing decided does. Its entry is then
-    /// known exactly, the heads that wait for it need not (`Lookahead::resolve`), and a local
-    /// state records it as it would the owner's entry, which the changelog brings later and the
-    /// index recognizes. Returns how many were resolved. On the dev stream x4 most posts a head
-    /// waits for are the first of their cascade on the other worker, with no match yet.
+    /// to wait for (`AheadReader::awaited`), where nothing undecided that such a post sees
+    /// could match it (`clear_before`, the checks a head passes) and its decision is certain to
+    /// make it unique, or a duplicate that stores nothing (`Engine::decide_ahead`). What it
+    /// stores is then known exactly and the heads that wait for it need not
+    /// (`Lookahead::resolve`); a local state records a unique post's entry as it would the
+    /// owner's, which the changelog brings later and the index recognizes. Returns how many
+    /// were resolved. On the dev stream x4 most posts a head waits for are the first of their
+    /// cascade on the other worker, with no match yet.
     pub(super) fn resolve_awaited(&mut self) -> usize {
         let awaited: BTreeSet<(u32, OrderKey)> = self.ahead.awaited.take().into_iter().collect();
         let mut n = 0;
@@ -277,12 +280,11 @@ impl Worker<'_> {
             }
             distinct_bigrams(&x.chars, &mut grams);
             let known = (&x.id, x.created_at);
-            let Some((gen, entry)) = self.engine.unique_ahead(&key, known, x.sketch(), &grams)
-            else {
+            let Some(decided) = self.engine.decide_ahead(&key, known, x.sketch(), &grams) else {
                 continue;
             };
             self.lookahead.resolve(q, &key);
-            if let Some(l) = self.local.as_mut() {
+            if let (Some(l), Ahead::Unique(gen, entry)) = (self.local.as_mut(), decided) {
                 l.record(gen, entry);
             }
             self.ahead.resolved += 1;

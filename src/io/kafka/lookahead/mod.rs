@@ -208,9 +208,9 @@ impl Lookahead {
             .map(|p| &p.post)
     }
 
-    /// Notes that the entry of the undecided post of `partition` with key `key` is in the index
-    /// ahead of its owner's decision (`Engine::unique_ahead`): a post it may match need not
-    /// wait for it any more.
+    /// Notes that what the undecided post of `partition` with key `key` stores is in the index
+    /// ahead of its owner's decision, its entry or nothing (`Engine::decide_ahead`): a post it
+    /// may match need not wait for it any more.
     pub(crate) fn resolve(&mut self, partition: u32, key: &OrderKey) {
         if let Some(p) = self.parts.get_mut(&partition).and_then(|a| a.find_mut(key)) {
             p.resolved = true;

@@ -355,7 +355,7 @@ pub fn decode_routed(buf: &[u8], words: Words) -> Result<RoutedPost, WireError> 
 /// A routed post as a worker reading it ahead keeps it: its times, for the order keys, and what
 /// comparing it with other posts needs (`verify::Sketch`), the same as `decode_routed` gives.
 /// It is never output, so no raw record, weights or bigrams: three allocations a post instead of
-/// five (its id is kept for `Engine::unique_ahead`, which may index it). In a profile of one of
+/// five (its id is kept for `Engine::decide_ahead`, which may index it). In a profile of one of
 /// two dedup workers draining a backlog, decoding what it read ahead fell from 10% of its CPU,
 /// decoded whole, to 7% (zstd about 3% of both).
 #[derive(Debug)]
