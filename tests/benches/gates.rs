@@ -1,12 +1,13 @@
 //! Gate benchmark: what a dedup worker's read-ahead check costs per pair of posts. A worker that
 //! shares the routed partitions compares each waiting head with the undecided posts it has read
 //! ahead of the other workers, and nearly every pair is rejected. Here each post of a stream is
-//! compared with the next W posts in the file's order (posts close in time, as read ahead), two
-//! ways: by the gates alone (`verify::may_accept`, their bound), and as `lookahead` compares them,
-//! through `verify::Screen` first and the gates only for what it lets through. Prints, for each,
-//! nanoseconds per pair (the median of R repetitions), the pairs compared and how many the gates
-//! let through: that count must be the same on both lines, and must not change with an
-//! optimization.
+//! compared with the next W posts in the file's order (posts close in time, as read ahead), three
+//! ways: by the gates alone (`verify::may_accept`, their bound); through `verify::Screen` first,
+//! one record at a time, and the gates only for what it lets through; and as `lookahead` compares
+//! them, through the screen eight records at a time where the CPU has AVX-512 (one at a time
+//! elsewhere, when the last two lines time the same code). Prints, for each, nanoseconds per pair
+//! (the median of R repetitions), the pairs compared and how many the gates let through: that
+//! count must be the same on every line, and must not change with an optimization.
 //!
 //! `cargo bench --bench gates -- [POSTS.jsonl] [W] [R]`: by default the dev stream
 //! (`../shared/bench/weibo-dev-small/posts.jsonl`, else the project's sample posts), W 256, R 7.
@@ -49,8 +50,13 @@ fn main() {
 
     let records: Vec<Screened> = gates.iter().map(|g| Screened::of(g, &cfg.verify)).collect();
     // The gates alone, as a check compared each pair before the screen; then the screen with
-    // the gates behind it, as `lookahead` compares them now. The count let through must agree.
-    for screened in [false, true] {
+    // the gates behind it, one record at a time, and as `lookahead` compares them now (eight at
+    // a time where the CPU has AVX-512). The count let through must agree.
+    for (name, screened, by_one) in [
+        ("gates", false, false),
+        ("screen(one by one)+gates", true, true),
+        ("screen+gates", true, false),
+    ] {
         let mut times = Vec::with_capacity(reps);
         let (mut pairs, mut through) = (0u64, 0u64);
         for _ in 0..reps {
@@ -64,10 +70,15 @@ fn main() {
                 let gate = |j: usize| verify::may_accept(&sketch, bits, &gates[j], &cfg.verify);
                 if screened {
                     let screen = Screen::new(&sketch, bits, &cfg.verify);
-                    screen.find(&records[i + 1..end], |j| {
+                    let count = |j: usize| {
                         through += u64::from(gate(i + 1 + j));
                         false
-                    });
+                    };
+                    if by_one {
+                        screen.find_one_by_one(&records[i + 1..end], count);
+                    } else {
+                        screen.find(&records[i + 1..end], count);
+                    }
                 } else {
                     through += (i + 1..end).filter(|&j| gate(j)).count() as u64;
                 }
@@ -79,7 +90,7 @@ fn main() {
         println!(
             "{} posts={} window={window} pairs={pairs} through={through} ({:.3}%) \
              ns_per_pair={:.2} (median of {reps}; fastest {:.2}, slowest {:.2})",
-            if screened { "screen+gates" } else { "gates" },
+            name,
             posts.len(),
             100.0 * through as f64 / pairs.max(1) as f64,
             median * 1e9 / pairs.max(1) as f64,

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::super::gate;
 use super::super::gate::frontier;
-use super::super::lookahead::{Check, MAX_SCAN};
+use super::super::lookahead::{screen_range, Check, MAX_SCAN, MAX_SCREENED};
 use super::super::KafkaError;
 use super::{Clients, Worker, SETTLE_EVERY_DECISIONS};
 use crate::index::OrderKey;
@@ -183,10 +183,11 @@ impl Worker<'_> {
     }
 
     /// `Lookahead::check_resuming` for lane `q` of this worker: its buffered posts, keyed as
-    /// planned (`Owned::plan`; at most `MAX_SCAN` of them per check), then what is not buffered
-    /// yet. The buffered posts with keys below `*checked` were compared with this post before
-    /// and cannot match it (the buffer only loses posts at its front, as they are decided, and
-    /// gains them at its back); `*checked` moves past those found not to match this time.
+    /// planned (`Owned::plan`; at most `MAX_SCREENED` of them per check, through the screen, or
+    /// `MAX_SCAN` where verification has none), then what is not buffered yet. The buffered
+    /// posts with keys below `*checked` were compared with this post before and cannot match it
+    /// (the buffer only loses posts at its front, as they are decided, and gains them at its
+    /// back); `*checked` moves past those found not to match this time.
     pub(super) fn own_check(
         &self,
         q: u32,
@@ -205,27 +206,54 @@ impl Worker<'_> {
         let exact = la.exact_only(post.chars.len(), post.tokens.len());
         // Without a copy of its text buffered, only what is not buffered yet can hold it back.
         let scan = !exact || o.copies.contains_key(&(post.text_hash as u32));
-        // Planned posts are in key order, and the one `*checked` names was planned.
-        let from = checked.map_or(0, |c| o.planned_below(&c));
-        for (i, s) in o.buf.iter().enumerate().skip(from).take_while(|_| scan) {
-            if i - from == MAX_SCAN {
+        if scan {
+            let screen = la.screen(post, bits);
+            let limit = if screen.is_some() {
+                MAX_SCREENED
+            } else {
+                MAX_SCAN
+            };
+            // Planned posts are in key order, and the one `*checked` names was planned.
+            let from = checked.map_or(0, |c| o.planned_below(&c));
+            // Planned as far as the first post it does not see, or one past the limit; the
+            // posts it sees are a prefix of those (keys grow along the lane).
+            let cap = o.buf.len().min(from + limit + 1);
+            let last_seen = |n: usize| {
+                o.buf[n - 1]
+                    .plan
+                    .get()
+                    .is_some_and(|p| key.sees(&p.key, &v))
+            };
+            while o.planned() < cap && (o.planned() <= from || last_seen(o.planned())) {
+                if o.plan(o.planned(), &self.engine, q).is_none() {
+                    break;
+                }
+            }
+            let seen = |i: usize| o.buf[i].plan.get().is_some_and(|p| key.sees(&p.key, &v));
+            let to = first_unseen(from, o.planned().min(cap), seen);
+            let may = |i: usize| {
+                let s = &o.buf[i];
+                let (Ok(r), Some(g)) = (&s.post, &s.gates) else {
+                    return false;
+                };
+                la.same_class(exact, post.text_hash as u32, g)
+                    && la.may_match(post, bits, g, || r.analyzed.sketch())
+            };
+            let end = to.min(from + limit);
+            let found = match &screen {
+                Some(screen) => screen_range(screen, &o.screens, from..end, may),
+                None => (from..end).find(|&i| may(i)),
+            };
+            if let Some(i) = found {
+                *checked = o.buf[i].plan.get().map(|p| p.key);
+                return Check::MayMatch;
+            }
+            if end < to {
                 return Check::Far;
             }
-            let Some(plan) = o.plan(i, &self.engine, q) else {
-                break;
-            };
-            if !key.sees(&plan.key, &v) {
-                *checked = Some(plan.key);
+            if let Some(unseen) = o.buf.get(to).and_then(|s| s.plan.get()) {
+                *checked = Some(unseen.key);
                 return Check::Clear;
-            }
-            let (Ok(r), Some(g)) = (&s.post, &s.gates) else {
-                continue;
-            };
-            if la.same_class(exact, post.text_hash as u32, g)
-                && la.may_match(post, bits, g, || r.analyzed.sketch())
-            {
-                *checked = Some(plan.key);
-                return Check::MayMatch;
             }
         }
         let lane = match o.buf.len() {
@@ -249,9 +277,31 @@ impl Worker<'_> {
     }
 }
 
+/// The first index of `from..to` where `seen` is false, `to` if none: `seen` holds on a prefix
+/// of the range, usually a short one, so it is found by doubling steps from `from`, then
+/// halving.
+fn first_unseen(from: usize, to: usize, seen: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut step) = (from, 1);
+    // `seen` holds below `lo`; look `step` further.
+    while lo + step <= to && seen(lo + step - 1) {
+        lo += step;
+        step *= 2;
+    }
+    let mut hi = (lo + step).min(to);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if seen(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{round_budget, HURRY_ROUND, MIN_ROUND};
+    use super::{first_unseen, round_budget, HURRY_ROUND, MIN_ROUND};
     use std::time::Duration;
 
     #[test]
@@ -265,5 +315,20 @@ mod tests {
         // No round is shorter than the floor.
         assert_eq!(round_budget(0, false), MIN_ROUND);
         assert_eq!(round_budget(0, true), MIN_ROUND);
+    }
+
+    #[test]
+    fn first_unseen_finds_the_end_of_the_seen_prefix() {
+        for from in 0..12 {
+            for to in from..40 {
+                for end in from..=to {
+                    let got = first_unseen(from, to, |i| {
+                        assert!((from..to).contains(&i), "{i} outside {from}..{to}");
+                        i < end
+                    });
+                    assert_eq!(got, end, "from {from} to {to} end {end}");
+                }
+            }
+        }
     }
 }

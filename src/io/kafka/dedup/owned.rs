@@ -23,7 +23,7 @@ use super::{Clients, Worker, IDLE_WAIT};
 use crate::engine::{Engine, Plan, Position};
 use crate::index::OrderKey;
 use crate::metrics;
-use crate::verify::Gates;
+use crate::verify::{Gates, Screened};
 
 /// Routed records taken per poll round before the worker decides (and reads the changelog),
 /// shared among the owned partitions' queues.
@@ -79,6 +79,9 @@ impl Slot {
 /// A partition this worker owns.
 pub(super) struct Owned {
     pub(super) buf: VecDeque<Slot>,
+    /// What the screen reads of each buffered post, in the same order (a default record for
+    /// a post without gates): checks of the other lanes' heads scan these (`own_check`).
+    pub(super) screens: VecDeque<Screened>,
     pub(super) started: bool,
     pub(super) next_offset: u64,
     /// When the last record arrived (or the partition was assigned): a partition with nothing
@@ -128,6 +131,7 @@ impl Owned {
     pub(super) fn new(start: Option<Option<i64>>) -> Owned {
         Owned {
             buf: VecDeque::new(),
+            screens: VecDeque::new(),
             started: false,
             next_offset: 0,
             last_record: Instant::now(),
@@ -186,18 +190,26 @@ impl Owned {
             .partition_point(|s| s.plan.get().is_some_and(|p| p.key < *key))
     }
 
-    /// Buffers a post (`exact`: only an identical text can match it).
-    fn push(&mut self, mut slot: Slot, exact: bool) {
+    /// Buffers a post (`exact`: only an identical text can match it; `screened`: what the
+    /// screen reads of it).
+    fn push(&mut self, mut slot: Slot, exact: bool, screened: Screened) {
         slot.exact = exact;
         if let Some(hash) = slot.copy_hash() {
             *self.copies.entry(hash).or_default() += 1;
         }
         self.buf.push_back(slot);
+        self.screens.push_back(screened);
+    }
+
+    /// How many buffered posts from the front are planned (`plan`).
+    pub(super) fn planned(&self) -> usize {
+        self.planned.get()
     }
 
     /// Takes the front post off the buffer.
     pub(super) fn pop_front(&mut self) -> Option<Slot> {
         let slot = self.buf.pop_front()?;
+        self.screens.pop_front();
         self.planned.set(self.planned.get().saturating_sub(1));
         if let Some(hash) = slot.copy_hash() {
             if let Some(n) = self.copies.get_mut(&hash) {
@@ -347,10 +359,15 @@ impl Worker<'_> {
                     }
                     let slot = Slot::new(offset, index as u32, count, Ok(post));
                     let exact = exact(&slot);
-                    owned.push(slot, exact);
+                    let screened = slot.gates.as_ref().map(|g| la.screened(g));
+                    owned.push(slot, exact, screened.unwrap_or_default());
                 }
             }
-            Err(e) => owned.push(Slot::new(offset, 0, 1, Err(e.to_string())), false),
+            Err(e) => owned.push(
+                Slot::new(offset, 0, 1, Err(e.to_string())),
+                false,
+                Screened::default(),
+            ),
         }
         true
     }
@@ -472,16 +489,22 @@ mod tests {
         for (i, (t, text)) in posts.iter().enumerate() {
             let offset = if i < 2 { i as u64 } else { i as u64 + 1 };
             if i == 2 {
-                o.push(Slot::new(2, 0, 1, Err("malformed".into())), false);
+                o.push(
+                    Slot::new(2, 0, 1, Err("malformed".into())),
+                    false,
+                    Screened::default(),
+                );
             }
             let input_ms = 1_700_000_000_000 + i as i64;
             let post = routed(&tok, &i.to_string(), *t, input_ms, text);
             let slot = Slot::new(offset, 0, 1, Ok(post));
             let exact = slot.gates.as_ref().is_some_and(|g| g.chars < 11);
-            o.push(slot, exact);
+            let screened = slot.gates.as_ref().map(|g| Screened::of(g, &cfg.verify));
+            o.push(slot, exact, screened.unwrap_or_default());
         }
         let copies = |o: &Owned| o.copies.values().sum::<u32>();
         assert_eq!((o.copies.len(), copies(&o)), (2, 3));
+        assert_eq!(o.screens.len(), o.buf.len());
         // Only planned posts count as below a key, in key order (where a waiting head's
         // comparisons resume, `lanes`).
         let beyond = OrderKey {
@@ -514,6 +537,7 @@ mod tests {
             assert_eq!(engine.lane(5), plan.after);
             // Deciding takes posts off the front only: the rest keep their plans.
             assert_eq!(o.planned_below(&last), o.buf.len().saturating_sub(1));
+            assert_eq!(o.screens.len(), o.buf.len());
         }
         assert_eq!((o.copies.len(), copies(&o), o.planned.get()), (0, 0, 0));
     }

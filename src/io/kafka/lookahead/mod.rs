@@ -16,13 +16,19 @@ use crate::verify::{self, Bits, Gates, Screen, Screened, Sketch, VerifyConfig, V
 use super::gate::{frontier, Bound};
 use super::wire::{routed_seq, RoutedSketch};
 
-/// A check compares a post with at most this many undecided posts of one partition (of its
-/// class: a post only an identical text can match is looked up by its text hash); past that
-/// it waits for the owner to move on, as in the strict order. The comparisons a post makes grow
-/// with how far its worker runs ahead of the owner, and spent on every head in turn they cost
+/// A check of a worker's own lanes compares a post with at most this many of a lane's buffered
+/// posts (of its class: a post only an identical text can match is looked up by its text
+/// hash); past that it waits for the lane to move on, as in the strict order. The comparisons a
+/// post makes grow with how far its worker runs ahead, and spent on every head in turn they cost
 /// more than the wait: a second worker's CPU per post halved, and two workers drained a backlog
 /// 1.15x as fast (`scripts/bench-backlog.sh 2`, README *Measured results*).
 pub(crate) const MAX_SCAN: usize = 512;
+
+/// What `MAX_SCAN` is for the undecided posts of other workers' partitions, which a check
+/// meets through the screen (`verify::Screen`, eight at a time where the CPU has AVX-512) at
+/// about a third of the cost per pair: past it the post waits (`Check::Far`), a marker round
+/// trip, as often as for a post that may match it at 512.
+pub(crate) const MAX_SCREENED: usize = 4096;
 
 /// A post read ahead, not yet known to be decided: what verification reads of it, and no more
 /// (a whole analysis, with its SimHash accumulator, normalized string and bigrams, is several
@@ -133,6 +139,28 @@ pub(crate) fn gates_of(s: &Sketch<'_>) -> Option<Gates> {
     (!s.chars.is_empty()).then(|| Gates::of(s))
 }
 
+/// The first index of `range` in `records` that `screen` lets through and `may` accepts
+/// (`verify::Screen::find` over the deque's two slices).
+pub(crate) fn screen_range(
+    screen: &Screen,
+    records: &VecDeque<Screened>,
+    range: std::ops::Range<usize>,
+    mut may: impl FnMut(usize) -> bool,
+) -> Option<usize> {
+    let (head, tail) = records.as_slices();
+    let split = head.len();
+    let in_head = range.start.min(split)..range.end.min(split);
+    let in_tail = range.start.max(split) - split..range.end.max(split) - split;
+    screen
+        .find(&head[in_head.clone()], |i| may(in_head.start + i))
+        .map(|i| in_head.start + i)
+        .or_else(|| {
+            screen
+                .find(&tail[in_tail.clone()], |i| may(split + in_tail.start + i))
+                .map(|i| split + in_tail.start + i)
+        })
+}
+
 /// Whether `chars` and `tokens` are both below `bounds` (`Lookahead::exact_below`).
 fn is_below(bounds: (usize, usize), chars: usize, tokens: usize) -> bool {
     chars < bounds.0 && tokens < bounds.1
@@ -149,7 +177,8 @@ pub(crate) enum Check {
     Unread,
     /// An undecided post there may match it.
     MayMatch,
-    /// It sees more undecided posts there than one check compares (`MAX_SCAN`).
+    /// It sees more undecided posts there than one check compares (`MAX_SCAN`,
+    /// `MAX_SCREENED`).
     Far,
 }
 
@@ -315,7 +344,7 @@ impl Lookahead {
     /// Whether a post with key `key` and sketch `post` (of another partition) may be decided
     /// without waiting for `partition` (`Check::Clear`): everything of `partition` it sees has
     /// been read, and no post read and not yet decided there that it sees could match it (at
-    /// most `MAX_SCAN` of them compared: `Check::Far` past that; a post only an identical text
+    /// most `MAX_SCREENED` of them compared: `Check::Far` past that; a post only an identical text
     /// can match is compared with the undecided copies of its text alone).
     /// The undecided posts with keys below `*checked` were compared with it before and cannot
     /// match it; `*checked` moves past those found not to match this time. (A waiting post is
@@ -354,7 +383,7 @@ impl Lookahead {
         let from = checked.map_or(0, |k| a.posts.partition_point(|p| p.key < k));
         // The posts are in key order, and a key sees those of another partition up to a point.
         let to = a.posts.partition_point(|p| key.sees(&p.key, v));
-        if to.saturating_sub(from) > MAX_SCAN {
+        if to.saturating_sub(from) > MAX_SCREENED {
             return Check::Far;
         }
         if let Some(p) = self.first_may_match(a, from..to.max(from), post, bits) {
@@ -385,19 +414,18 @@ impl Lookahead {
             return range.into_iter().find(|&i| may(i)).map(|i| &a.posts[i]);
         }
         let screen = Screen::new(post, bits, &self.verify);
-        let (head, tail) = a.screens.as_slices();
-        let split = head.len();
-        let in_head = range.start.min(split)..range.end.min(split);
-        let in_tail = range.start.max(split) - split..range.end.max(split) - split;
-        let found = screen
-            .find(&head[in_head.clone()], |i| may(in_head.start + i))
-            .map(|i| in_head.start + i)
-            .or_else(|| {
-                screen
-                    .find(&tail[in_tail.clone()], |i| may(split + in_tail.start + i))
-                    .map(|i| split + in_tail.start + i)
-            });
-        found.map(|i| &a.posts[i])
+        screen_range(&screen, &a.screens, range, may).map(|i| &a.posts[i])
+    }
+
+    /// The screen `post` (whose `Bits` are `bits`) is compared through, if verification has
+    /// one (none with `mode = "simhash_only"`, which compares fingerprints alone).
+    pub(crate) fn screen(&self, post: &Sketch<'_>, bits: &Bits) -> Option<Screen> {
+        (self.verify.mode != VerifyMode::SimhashOnly).then(|| Screen::new(post, bits, &self.verify))
+    }
+
+    /// What `Screen` reads of a post with gates `g`, as verification is configured here.
+    pub(crate) fn screened(&self, g: &Gates) -> Screened {
+        Screened::of(g, &self.verify)
     }
 
     /// Whether a post of `chars` characters and `tokens` tokens can match only an identical

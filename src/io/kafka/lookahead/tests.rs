@@ -163,13 +163,13 @@ fn a_check_resumed_where_the_last_one_stopped_agrees_with_a_full_one() {
 }
 
 #[test]
-fn a_post_compares_at_most_max_scan_undecided_posts_then_waits() {
+fn a_post_compares_at_most_max_screened_undecided_posts_then_waits() {
     let tok = Tokenizer::new(Weighting::Tf, "");
     let mut la = ahead();
     la.start(1, 0, Some((0, 0)));
-    // MAX_SCAN + 1 undecided posts, none of which can match the query, then one it does
+    // MAX_SCREENED + 1 undecided posts, none of which can match the query, then one it does
     // not see.
-    let n = MAX_SCAN as u64 + 1;
+    let n = MAX_SCREENED as u64 + 1;
     for i in 0..n {
         la.read_posts(
             1,
@@ -191,7 +191,7 @@ fn a_post_compares_at_most_max_scan_undecided_posts_then_waits() {
     );
     // So it is once the owner has decided the first one.
     la.decided(1, Bound::Key(key(11, 1, 0)));
-    assert_eq!(la.pending(1), MAX_SCAN + 1);
+    assert_eq!(la.pending(1), MAX_SCREENED + 1);
     assert_eq!(la.check(1, &at, &query, &bits), Check::Clear);
 }
 
