@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use super::super::gate;
 use super::super::gate::frontier;
-use super::super::lookahead::{screen_range, Check, MAX_SCAN, MAX_SCREENED};
+use super::super::lookahead::{screen_range, Check};
 use super::super::KafkaError;
 use super::{Clients, Worker, SETTLE_EVERY_DECISIONS};
 use crate::index::OrderKey;
@@ -183,8 +183,8 @@ impl Worker<'_> {
     }
 
     /// `Lookahead::check_resuming` for lane `q` of this worker: its buffered posts, keyed as
-    /// planned (`Owned::plan`; at most `MAX_SCREENED` of them per check, through the screen, or
-    /// `MAX_SCAN` where verification has none), then what is not buffered yet. The buffered
+    /// planned (`Owned::plan`; at most `Lookahead::scan_limit` of them per check), then what is
+    /// not buffered yet. The buffered
     /// posts with keys below `*checked` were compared with this post before and cannot match it
     /// (the buffer only loses posts at its front, as they are decided, and gains them at its
     /// back); `*checked` moves past those found not to match this time.
@@ -208,11 +208,7 @@ impl Worker<'_> {
         let scan = !exact || o.copies.contains_key(&(post.text_hash as u32));
         if scan {
             let screen = la.screen(post, bits);
-            let limit = if screen.is_some() {
-                MAX_SCREENED
-            } else {
-                MAX_SCAN
-            };
+            let limit = la.scan_limit();
             // Planned posts are in key order, and the one `*checked` names was planned.
             let from = checked.map_or(0, |c| o.planned_below(&c));
             // Planned as far as the first post it does not see, or one past the limit; the

@@ -16,18 +16,17 @@ use crate::verify::{self, Bits, Gates, Screen, Screened, Sketch, VerifyConfig, V
 use super::gate::{frontier, Bound};
 use super::wire::{routed_seq, RoutedSketch};
 
-/// A check of a worker's own lanes compares a post with at most this many of a lane's buffered
-/// posts (of its class: a post only an identical text can match is looked up by its text
-/// hash); past that it waits for the lane to move on, as in the strict order. The comparisons a
+/// Without a screen, a check compares a post with at most this many undecided posts of one
+/// partition (of its class: a post only an identical text can match is looked up by its text
+/// hash); past that it waits for the partition to move on, as in the strict order. The comparisons a
 /// post makes grow with how far its worker runs ahead, and spent on every head in turn they cost
 /// more than the wait: a second worker's CPU per post halved, and two workers drained a backlog
 /// 1.15x as fast (`scripts/bench-backlog.sh 2`, README *Measured results*).
 pub(crate) const MAX_SCAN: usize = 512;
 
-/// What `MAX_SCAN` is for the undecided posts of other workers' partitions, which a check
-/// meets through the screen (`verify::Screen`, eight at a time where the CPU has AVX-512) at
-/// about a third of the cost per pair: past it the post waits (`Check::Far`), a marker round
-/// trip, as often as for a post that may match it at 512.
+/// What `MAX_SCAN` is for posts compared through the screen (`verify::Screen`, eight at a
+/// time where the CPU has AVX-512), at about a third of the cost per pair: every check except
+/// with `mode = "simhash_only"`, which has no screen (`Lookahead::scan_limit`).
 pub(crate) const MAX_SCREENED: usize = 4096;
 
 /// A post read ahead, not yet known to be decided: what verification reads of it, and no more
@@ -344,7 +343,7 @@ impl Lookahead {
     /// Whether a post with key `key` and sketch `post` (of another partition) may be decided
     /// without waiting for `partition` (`Check::Clear`): everything of `partition` it sees has
     /// been read, and no post read and not yet decided there that it sees could match it (at
-    /// most `MAX_SCREENED` of them compared: `Check::Far` past that; a post only an identical text
+    /// most `scan_limit` of them compared: `Check::Far` past that; a post only an identical text
     /// can match is compared with the undecided copies of its text alone).
     /// The undecided posts with keys below `*checked` were compared with it before and cannot
     /// match it; `*checked` moves past those found not to match this time. (A waiting post is
@@ -383,7 +382,7 @@ impl Lookahead {
         let from = checked.map_or(0, |k| a.posts.partition_point(|p| p.key < k));
         // The posts are in key order, and a key sees those of another partition up to a point.
         let to = a.posts.partition_point(|p| key.sees(&p.key, v));
-        if to.saturating_sub(from) > MAX_SCREENED {
+        if to.saturating_sub(from) > self.scan_limit() {
             return Check::Far;
         }
         if let Some(p) = self.first_may_match(a, from..to.max(from), post, bits) {
@@ -410,11 +409,20 @@ impl Lookahead {
             let p = &a.posts[i];
             !p.resolved && self.may_match(post, bits, &p.gates, || p.post.sketch())
         };
-        if self.verify.mode == VerifyMode::SimhashOnly {
-            return range.into_iter().find(|&i| may(i)).map(|i| &a.posts[i]);
+        let found = match self.screen(post, bits) {
+            Some(screen) => screen_range(&screen, &a.screens, range, may),
+            None => range.into_iter().find(|&i| may(i)),
+        };
+        found.map(|i| &a.posts[i])
+    }
+
+    /// How many undecided posts of one partition a check compares at most: `MAX_SCREENED`
+    /// through the screen, `MAX_SCAN` without one.
+    pub(crate) fn scan_limit(&self) -> usize {
+        match self.verify.mode {
+            VerifyMode::SimhashOnly => MAX_SCAN,
+            _ => MAX_SCREENED,
         }
-        let screen = Screen::new(post, bits, &self.verify);
-        screen_range(&screen, &a.screens, range, may).map(|i| &a.posts[i])
     }
 
     /// The screen `post` (whose `Bits` are `bits`) is compared through, if verification has
