@@ -145,12 +145,15 @@ impl Worker<'_> {
         let head = lane.buf.front().ok_or(p)?;
         let v = self.k.visibility();
         let ahead = Cell::new(false);
+        // Its gates hold its bits already (`Slot::new`); a post without gates has an empty text.
         let bits = OnceCell::new();
         let clears = |q| {
             let clear = match &head.post {
                 Ok(post) => {
                     let sketch = post.analyzed.sketch();
-                    let bits = bits.get_or_init(|| Bits::of(&sketch));
+                    let bits = bits.get_or_init(|| {
+                        head.gates.as_ref().map_or_else(|| Bits::of(&sketch), |g| g.bits)
+                    });
                     let mut checked = lane.head.checked.borrow_mut();
                     let from = checked.entry(q).or_default();
                     let c = if self.owned.contains_key(&q) {
