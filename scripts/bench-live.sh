@@ -9,7 +9,8 @@
 # WORKERS: `all` (one `run --role all`) or N (one `run --role route` and N `run --role dedup`
 # workers in one group). Prints posts produced and decided, lost posts, repeated outputs (and
 # whether repeats are identical), latency p50/p90/p99/p99.9/max, the rate achieved, CPU seconds
-# per 1,000 posts of each worker and (while the stream is produced) of the broker, and each worker's
+# per 1,000 posts of each worker and (while the stream is produced) of the broker, the same as a
+# share of one core at the input rate, and each worker's
 # simdedup_end_to_end_latency_seconds and simdedup_received_latency_seconds (per stage): mean
 # and the bucket bounds of p50 and p99; and the record batches the raw, routed and changelog
 # topics hold after the stream (scripts/topic-batches.py: each of tansu's fetches lists them);
@@ -221,6 +222,11 @@ print(f"workers {workers}: {s['produced']} posts at {s['input_rate']}/s, {s['dec
       f"p90 {l['p90']} p99 {l['p99']} p99.9 {l['p99.9']} max {l['max']}")
 print("p99 ms per 10 s of input: " + " ".join(map(str, p99_by_10s)))
 print("CPU s per 1,000 posts: " + ", ".join(f"{n} {v}" for n, v in s["cpu_secs_per_1000_posts"].items()))
+# The same at the input rate, as a share of one core: a broker near 100% is the bound (tansu on
+# SQLite serves requests on about one core).
+if s["input_rate"]:
+    print("at the input rate, of one core: " + ", ".join(
+        f"{n} {v * s['input_rate'] / 10:.0f}%" for n, v in s["cpu_secs_per_1000_posts"].items()))
 for n, b in hist.items():
     if not b or b[-1][1] == 0:
         continue
