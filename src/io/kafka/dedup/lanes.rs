@@ -152,7 +152,9 @@ impl Worker<'_> {
                 Ok(post) => {
                     let sketch = post.analyzed.sketch();
                     let bits = bits.get_or_init(|| {
-                        head.gates.as_ref().map_or_else(|| Bits::of(&sketch), |g| g.bits)
+                        head.gates
+                            .as_ref()
+                            .map_or_else(|| Bits::of(&sketch), |g| g.bits)
                     });
                     let mut checked = lane.head.checked.borrow_mut();
                     let from = checked.entry(q).or_default();
