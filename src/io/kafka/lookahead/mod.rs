@@ -18,10 +18,10 @@ use super::wire::{routed_seq, RoutedSketch};
 
 /// Without a screen, a check compares a post with at most this many undecided posts of one
 /// partition (of its class: a post only an identical text can match is looked up by its text
-/// hash); past that it waits for the partition to move on, as in the strict order. The comparisons a
-/// post makes grow with how far its worker runs ahead, and spent on every head in turn they cost
-/// more than the wait: a second worker's CPU per post halved, and two workers drained a backlog
-/// 1.15x as fast (`scripts/bench-backlog.sh 2`, README *Measured results*).
+/// hash); past that it waits for the partition to move on, as in the strict order. The
+/// comparisons a post makes grow with how far its worker runs ahead, and spent on every head in
+/// turn they cost more than the wait: a second worker's CPU per post halved, and two workers
+/// drained a backlog 1.15x as fast (`scripts/bench-backlog.sh 2`, README *Measured results*).
 pub(crate) const MAX_SCAN: usize = 512;
 
 /// What `MAX_SCAN` is for posts compared through the screen (`verify::Screen`, eight at a
