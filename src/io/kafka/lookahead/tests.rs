@@ -402,6 +402,37 @@ fn short_posts_are_compared_by_their_text_and_agree_with_a_plain_scan() {
 }
 
 #[test]
+fn without_a_screen_a_post_compares_at_most_max_scan_undecided_posts() {
+    let tok = Tokenizer::new(Weighting::Tf, "");
+    let verify = VerifyConfig {
+        mode: VerifyMode::SimhashOnly,
+        ..VerifyConfig::default()
+    };
+    let q = routed(&tok, "q", None, 1, A);
+    let query = q.analyzed.sketch();
+    let bits = Bits::of(&query);
+    let at = key(5_000, 0, 50);
+    // `n` undecided posts it sees, none of which can match it, then one it does not see.
+    let check_past = |n: usize| {
+        let mut la = Lookahead::new(LIVE, verify.clone(), 3);
+        assert_eq!(la.scan_limit(), MAX_SCAN);
+        assert!(la.screen(&query, &bits).is_none());
+        la.start(1, 0, Some((0, 0)));
+        for i in 0..n as u64 {
+            let post = routed(&tok, "b", Some(10 + i as i64), 1, B);
+            la.read_posts(1, i, Some(vec![post]));
+        }
+        let unseen = routed(&tok, "c", Some(10_000), 1, B);
+        la.read_posts(1, n as u64, Some(vec![unseen]));
+        la.check(1, &at, &query, &bits)
+    };
+    assert_eq!(check_past(MAX_SCAN), Check::Clear);
+    assert_eq!(check_past(MAX_SCAN + 1), Check::Far);
+    // Through the screen, the same posts are compared.
+    assert_eq!(ahead().scan_limit(), MAX_SCREENED);
+}
+
+#[test]
 fn with_simhash_only_no_post_is_compared_by_its_text_alone() {
     let verify = VerifyConfig {
         mode: VerifyMode::SimhashOnly,
