@@ -189,10 +189,10 @@ impl Worker<'_> {
 
     /// `Lookahead::check_resuming` for lane `q` of this worker: its buffered posts, keyed as
     /// planned (`Owned::plan`; at most `Lookahead::scan_limit` of them per check), then what is
-    /// not buffered yet. The buffered
-    /// posts with keys below `*checked` were compared with this post before and cannot match it
-    /// (the buffer only loses posts at its front, as they are decided, and gains them at its
-    /// back); `*checked` moves past those found not to match this time.
+    /// not buffered yet. The buffered posts with keys below `*checked` were compared with this
+    /// post before and cannot match it (the buffer only loses posts at its front, as they are
+    /// decided, and gains them at its back); `*checked` moves past those found not to match this
+    /// time.
     pub(super) fn own_check(
         &self,
         q: u32,
@@ -219,18 +219,12 @@ impl Worker<'_> {
             // Planned as far as the first post it does not see, or one past the limit; the
             // posts it sees are a prefix of those (keys grow along the lane).
             let cap = o.buf.len().min(from + limit + 1);
-            let last_seen = |n: usize| {
-                o.buf[n - 1]
-                    .plan
-                    .get()
-                    .is_some_and(|p| key.sees(&p.key, &v))
-            };
-            while o.planned() < cap && (o.planned() <= from || last_seen(o.planned())) {
+            let seen = |i: usize| o.buf[i].plan.get().is_some_and(|p| key.sees(&p.key, &v));
+            while o.planned() < cap && (o.planned() <= from || seen(o.planned() - 1)) {
                 if o.plan(o.planned(), &self.engine, q).is_none() {
                     break;
                 }
             }
-            let seen = |i: usize| o.buf[i].plan.get().is_some_and(|p| key.sees(&p.key, &v));
             let to = first_unseen(from, o.planned().min(cap), seen);
             let may = |i: usize| {
                 let s = &o.buf[i];
@@ -241,11 +235,7 @@ impl Worker<'_> {
                     && la.may_match(post, bits, g, || r.analyzed.sketch())
             };
             let end = to.min(from + limit);
-            let found = match &screen {
-                Some(screen) => screen_range(screen, &o.screens, from..end, may),
-                None => (from..end).find(|&i| may(i)),
-            };
-            if let Some(i) = found {
+            if let Some(i) = screen_range(screen.as_ref(), &o.screens, from..end, may) {
                 *checked = o.buf[i].plan.get().map(|p| p.key);
                 return Check::MayMatch;
             }

@@ -139,13 +139,17 @@ pub(crate) fn gates_of(s: &Sketch<'_>) -> Option<Gates> {
 }
 
 /// The first index of `range` in `records` that `screen` lets through and `may` accepts
-/// (`verify::Screen::find` over the deque's two slices).
+/// (`verify::Screen::find` over the deque's two slices); without a screen, the first that `may`
+/// accepts.
 pub(crate) fn screen_range(
-    screen: &Screen,
+    screen: Option<&Screen>,
     records: &VecDeque<Screened>,
     range: std::ops::Range<usize>,
     mut may: impl FnMut(usize) -> bool,
 ) -> Option<usize> {
+    let Some(screen) = screen else {
+        return range.into_iter().find(|&i| may(i));
+    };
     let (head, tail) = records.as_slices();
     let split = head.len();
     let in_head = range.start.min(split)..range.end.min(split);
@@ -409,11 +413,8 @@ impl Lookahead {
             let p = &a.posts[i];
             !p.resolved && self.may_match(post, bits, &p.gates, || p.post.sketch())
         };
-        let found = match self.screen(post, bits) {
-            Some(screen) => screen_range(&screen, &a.screens, range, may),
-            None => range.into_iter().find(|&i| may(i)),
-        };
-        found.map(|i| &a.posts[i])
+        let screen = self.screen(post, bits);
+        screen_range(screen.as_ref(), &a.screens, range, may).map(|i| &a.posts[i])
     }
 
     /// How many undecided posts of one partition a check compares at most: `MAX_SCREENED`
