@@ -109,6 +109,14 @@ impl OrderKey {
         v.is_live(self.tau, self.arrival)
     }
 
+    /// Whether this post waits for other partitions only up to a slack (a live post, without
+    /// ticks): what it waits for arrived `slack_ms` before it or in an earlier event second,
+    /// so other workers' progress markers normally settle it. Otherwise it waits in the strict
+    /// order, post by post, or for a whole tick.
+    pub fn waits_with_slack(&self, v: &Visibility) -> bool {
+        v.tick_secs == 0 && self.horizon(v) != *self
+    }
+
     /// The event-time tick of this key.
     pub fn tick(&self, tick_secs: u64) -> i64 {
         tick(self.tau, tick_secs)
@@ -439,6 +447,11 @@ mod tests {
         assert!(old.sees(&at(100, 899_900, 0), &v));
         assert_eq!(old.horizon(&v), old);
         assert_eq!(post.horizon(&Visibility::default()), post);
+        // Only the live post waits with a slack, and not with ticks nor without a slack.
+        assert!(post.waits_with_slack(&v));
+        assert!(!old.waits_with_slack(&v));
+        assert!(!post.waits_with_slack(&Visibility { tick_secs: 1, ..v }));
+        assert!(!post.waits_with_slack(&Visibility { slack_ms: 0, ..v }));
     }
 
     #[test]

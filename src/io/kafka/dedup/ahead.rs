@@ -2,7 +2,8 @@
 //! outside the group follows each such partition from its owner's newest progress marker, so
 //! that a post whose turn has not come in the global order can still be decided when nothing
 //! undecided there could match it. Only read, and only fetched, while posts wait on another
-//! partition. A post read ahead that a waiting head may match is itself decided here for the
+//! partition in the strict order (not live posts with a slack: `OrderKey::waits_with_slack`).
+//! A post read ahead that a waiting head may match is itself decided here for the
 //! index when that is certain to make it unique, or a duplicate that stores nothing
 //! (`Worker::resolve_awaited`).
 
@@ -32,11 +33,11 @@ const AHEAD_POLL_BATCH: usize = 64;
 /// wait for markers as in the strict order.
 const AHEAD_MAX_PENDING: usize = 50_000;
 
-/// The read-ahead consumer stops fetching when no post has waited on another worker's
-/// partition for this long, and starts again (from the owners' newest markers, if it lags)
-/// when one does: on a live stream markers settle nearly every wait, and each consumer that
-/// polls adds to the broker's load, most of all on brokers that hold every fetch for the
-/// whole fetch wait (tansu).
+/// The read-ahead consumer stops fetching when no head has waited in the strict order for this
+/// long, and starts again (from the owners' newest markers, if it lags) when one does: on a
+/// live stream markers settle nearly every wait, and each consumer that polls adds to the
+/// broker's load, most of all on brokers that hold every fetch for the whole fetch wait
+/// (tansu).
 const AHEAD_PAUSE_AFTER: Duration = Duration::from_millis(500);
 
 /// A partition is followed again from its owner's newest marker when the reading lags that
@@ -62,9 +63,9 @@ pub(super) struct AheadReader {
     paused: BTreeMap<u32, bool>,
     /// Per partition, a gap met at this offset: followed again only from a marker past it.
     gaps: BTreeMap<u32, u64>,
-    /// Whether a post waited on a partition it does not own in the last round.
+    /// Whether a head waited in the strict order (not with a slack) in the last round.
     pub(super) wanted: bool,
-    /// When a post last waited on a partition this worker does not own.
+    /// When a head last waited in the strict order.
     last_wanted: Option<Instant>,
     /// `Lookahead::check` outcomes: clear, not followed, unread, may match, too far ahead.
     pub(super) checks: std::cell::Cell<[u64; 5]>,

@@ -66,6 +66,7 @@ impl Worker<'_> {
     /// first, for one round (`round_budget`); returns how many.
     pub(super) fn decide_next(&mut self, c: &Clients) -> Result<usize, KafkaError> {
         let mut n = 0;
+        let v = self.k.visibility();
         let until = Instant::now() + round_budget(self.k.marker_interval_ms, self.hurry());
         self.held_by_other = false;
         // Each lane's head key, kept across decisions: deciding lane `p` changes only `p`'s
@@ -101,8 +102,12 @@ impl Worker<'_> {
                     }
                     Err(q) => {
                         held.insert(*p, (q, decided.get(&q).copied().unwrap_or(0)));
-                        self.ahead.wanted = true;
                         self.held_by_other |= !self.owned.contains_key(&q);
+                        // Reading ahead serves heads that wait in the strict order (a backlog).
+                        // A live head waits only for what arrived a slack before it, which
+                        // other workers' markers settle; reading ahead for it cost the broker
+                        // more than it saved (README, Live latency).
+                        self.ahead.wanted |= !key.waits_with_slack(&v);
                         if let Some(o) = self.owned.get_mut(p) {
                             o.head.waiting_since.get_or_insert_with(Instant::now);
                         }
