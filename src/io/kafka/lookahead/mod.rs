@@ -420,16 +420,23 @@ impl Lookahead {
     /// How many undecided posts of one partition a check compares at most: `MAX_SCREENED`
     /// through the screen, `MAX_SCAN` without one.
     pub(crate) fn scan_limit(&self) -> usize {
-        match self.verify.mode {
-            VerifyMode::SimhashOnly => MAX_SCAN,
-            _ => MAX_SCREENED,
+        if self.screens() {
+            MAX_SCREENED
+        } else {
+            MAX_SCAN
         }
+    }
+
+    /// Whether checks compare through a screen: in every verification mode but `simhash_only`.
+    fn screens(&self) -> bool {
+        self.verify.mode != VerifyMode::SimhashOnly
     }
 
     /// The screen `post` (whose `Bits` are `bits`) is compared through, if verification has
     /// one (none with `mode = "simhash_only"`, which compares fingerprints alone).
     pub(crate) fn screen(&self, post: &Sketch<'_>, bits: &Bits) -> Option<Screen> {
-        (self.verify.mode != VerifyMode::SimhashOnly).then(|| Screen::new(post, bits, &self.verify))
+        self.screens()
+            .then(|| Screen::new(post, bits, &self.verify))
     }
 
     /// What `Screen` reads of a post with gates `g`, as verification is configured here.

@@ -428,7 +428,7 @@ fn without_a_screen_a_post_compares_at_most_max_scan_undecided_posts() {
     };
     assert_eq!(check_past(MAX_SCAN), Check::Clear);
     assert_eq!(check_past(MAX_SCAN + 1), Check::Far);
-    // Through the screen, the same posts are compared.
+    // With a screen (every other mode) the limit is MAX_SCREENED.
     assert_eq!(ahead().scan_limit(), MAX_SCREENED);
 }
 
