@@ -100,12 +100,18 @@ pid=$!
 wait_progress "$work/all.log" "$last" "dedup: progress" || { echo "run --role all did not finish:" >&2; tail -5 "$work/all.log" >&2; }
 all_cpu=$(cpu $pid); b3=$(cpu "$broker")
 kill -TERM $pid; wait $pid || true
+# The ceiling of the engine itself: the file pipeline on the same records, one thread, no broker
+# (`--role all` runs the same analysis and decisions, split over two threads, plus two stages'
+# Kafka clients and the broker on the same two cores).
+f=$("$bin" dedup --input "$work/stream.jsonl" --unique-out /dev/null --duplicates-out /dev/null \
+  --rejected-out /dev/null 2>&1 | sed -n 's/.*(\([0-9]*\) records\/s).*/\1/p' | tail -1)
 p=$(rate "$work/pass.log" end); a=$(rate "$work/all.log" end)
 ps=$(rate "$work/pass.log" stage); as=$(rate "$work/all.log" stage)
 echo "records: $n (8 raw partitions, 8 routed partitions, tansu with ${SIMDEDUP_BENCH_STORAGE:-sqlite} storage)"
 echo "pass-through ($baseline): $p records/s end-to-end ($ps between progress lines)"
 echo "run --role all: $a records/s end-to-end ($as for the dedup stage between progress lines)"
 python3 -c "import sys; p,a=sys.argv[1],sys.argv[2]; print(f'ratio all/pass-through, end-to-end: {float(a)/float(p):.2f}' if p!='n/a' and a!='n/a' else 'ratio: n/a')" "$p" "$a"
+python3 -c "import sys; p,f=sys.argv[1],sys.argv[2]; print(f'file pipeline (one thread, no broker): {f} records/s, {float(f)/float(p):.2f} of the pass-through' if p!='n/a' and f else 'file pipeline: n/a')" "$p" "${f:-}"
 # CPU per 1,000 records: where the time goes on a machine where the broker shares the cores.
 python3 - "$n" "$pass_cpu" "$b0" "$b1" "$all_cpu" "$b2" "$b3" <<'PY'
 import sys

@@ -9,7 +9,9 @@
 #   scripts/bench-passthrough.sh ROUNDS [POSTS.jsonl] [COPIES]
 # Everything bench-kafka.sh reads from the environment passes through (SIMDEDUP_BENCH_STORAGE,
 # SIMDEDUP_BENCH_BASELINE, SIMDEDUP_BENCH_BIN). Each round's whole output is kept in a directory
-# printed at the start (SIMDEDUP_PASSTHROUGH_OUT to choose it). The figure:
+# printed at the start (SIMDEDUP_PASSTHROUGH_OUT to choose it). Each round also times the file
+# pipeline on the same records (one thread, no broker) against the same pass-through: the
+# engine's own ceiling, for scale. The figure:
 #   python3 scripts/rumdect.py 400000 > out/rumdect400k.jsonl
 #   SIMDEDUP_BENCH_STORAGE=memory SIMDEDUP_BENCH_BASELINE=confluent \
 #     scripts/bench-passthrough.sh 7 out/rumdect400k.jsonl 1
@@ -39,13 +41,15 @@ text = open(log, encoding="utf-8", errors="replace").read()
 p = re.search(r"^pass-through \([^)]*\): (\d+) records/s end-to-end \((\d+|n/a) between", text, re.M)
 a = re.search(r"^run --role all: (\d+) records/s end-to-end \((\d+|n/a) for the dedup", text, re.M)
 cpu = re.search(r"run --role all worker (\d+\.\d+), broker (\d+\.\d+)", text)
+f = re.search(r"^file pipeline \(one thread, no broker\): (\d+) records/s", text, re.M)
 if not (p and a):
     sys.exit(f"round {r}: no end-to-end rate in {log}")
 steady = f"{int(a[2]) / int(p[2]):.2f}" if "n/a" not in (a[2], p[2]) else "n/a"
 p, a = int(p[1]), int(a[1])
 print(f"round {r}: pass-through {p} records/s, run --role all {a} records/s: ratio {a / p:.2f}"
       + f" ({steady} between progress lines)"
-      + (f" (CPU s per 1,000 records: worker {cpu[1]}, broker {cpu[2]})" if cpu else ""),
+      + (f" (CPU s per 1,000 records: worker {cpu[1]}, broker {cpu[2]})" if cpu else "")
+      + (f"; file pipeline {f[1]} records/s: {int(f[1]) / p:.2f}" if f else ""),
       flush=True)
 with open(rates, "a") as f:
     f.write(f"{p} {a}\n")
