@@ -5,6 +5,7 @@
 //! rejected topic. An input offset is stored only after its output is acknowledged, and after all
 //! earlier offsets of its partition.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
@@ -121,213 +122,371 @@ pub fn run(
         RebalanceLog::new(&k.input_topic),
     )?;
     consumer.subscribe(&[&k.input_topic])?;
-    let q = Split::new(consumer, &k.input_topic);
     let ends = status.map_or_else(Default::default, |s| s.delivered.clone());
     let (producer, deliveries) = client::envelope_producer(k, ends)?;
-    let mut r = Encoder {
-        router: PostRouter::new(tokenizer, k.routed_partitions, &cfg.routing),
-        a: Analyzed::default(),
-        rec: Vec::with_capacity(1024),
+    let c = Clients {
+        q: Split::new(consumer, &k.input_topic),
+        producer,
+        deliveries,
     };
-    let admission = Admission::new(cfg);
-    let mut acks = Acks::default();
-    let mut stored: std::collections::BTreeMap<u32, u64> = Default::default();
-    // The stored offsets as last committed by `COMMIT_CAUGHT_UP_EVERY`'s early commits.
-    let mut committed = stored.clone();
-    let mut last_commit = Instant::now();
-    let mut stats = RouteStats::default();
-    let mut parts: std::collections::BTreeMap<u32, RawPartition> = Default::default();
-    let mut last_time = i64::MIN;
-    let idle = Duration::from_millis(k.idle_after_ms);
-    let mut wake = Wake::new(Duration::from_millis(k.wake_grace_ms));
-    let mut progressed = true;
-    let mut assigned = false;
-    let mut outgoing: Vec<Outgoing> = (0..k.routed_partitions)
-        .map(|_| Outgoing::default())
-        .collect();
-    let health = |state| metrics::global().set_health("route", state);
-    health(Err("waiting for partition assignment".into()));
+    let mut r = Router::new(k, cfg, tokenizer, status);
+    r.health(Err("waiting for partition assignment".into()));
     while !stop.load(Ordering::Relaxed) {
-        settle(&deliveries, &mut acks, &mut |_, _| {})?;
-        store_offsets(q.consumer(), &k.input_topic, &acks, &mut stored)?;
-        // The consumer's own queue first, until it is empty: rebalances, and any record
-        // fetched before its partition's queue was split, which comes before what that queue
-        // holds.
-        let mut got = 0;
-        let mut drained = false;
-        for _ in 0..POLL_BATCH {
-            if q.main_pending() == 0 {
-                drained = true;
-                break;
-            }
-            let Some(msg) = q.poll_main() else {
-                // A rebalance is served by a poll that returns nothing.
-                for ev in q.consumer().context().drain() {
-                    match ev {
-                        RebalanceEvent::Assigned(ps) => {
-                            health(Ok(()));
-                            assigned = true;
-                            let starts = fetch::committed_starts(q.consumer(), &k.input_topic, &ps);
-                            for p in ps {
-                                q.split(p);
-                                parts
-                                    .entry(p)
-                                    .or_insert_with(|| RawPartition::new(starts.get(&p).copied()));
-                            }
-                            if let Some(s) = status {
-                                s.sole.store(
-                                    owns_all(q.consumer(), k, parts.len()),
-                                    Ordering::Relaxed,
-                                );
-                            }
-                        }
-                        RebalanceEvent::Revoked(ps) => {
-                            if let Some(s) = status {
-                                s.sole.store(false, Ordering::Relaxed);
-                            }
-                            ps.iter().for_each(|p| {
-                                q.remove(*p);
-                                acks.remove(*p);
-                                parts.remove(p);
-                            })
-                        }
-                    }
-                }
-                continue;
-            };
-            got += 1;
-            take(msg, &mut parts, &admission, &mut wake, idle, last_time);
+        r.round(&c)?;
+    }
+    r.health(Err("stopping".into()));
+    shutdown(
+        k,
+        c.q.consumer(),
+        &c.producer,
+        &c.deliveries,
+        &mut r.acks,
+        &mut r.stored,
+    )?;
+    Ok(r.stats)
+}
+
+/// A route worker's Kafka clients.
+struct Clients {
+    /// The group consumer of the raw topic, each owned partition read from a queue of its own.
+    q: Split<RebalanceLog>,
+    /// Envelopes and rejections.
+    producer: PolledProducer<AckContext>,
+    deliveries: Receiver<Delivery>,
+}
+
+/// A route worker's state besides its Kafka clients.
+struct Router<'a> {
+    k: &'a KafkaConfig,
+    status: Option<&'a RouteStatus>,
+    encoder: Encoder<'a>,
+    admission: Admission,
+    acks: Acks,
+    /// The input offsets stored (safe to commit), per raw partition.
+    stored: BTreeMap<u32, u64>,
+    /// The stored offsets as last committed by `COMMIT_CAUGHT_UP_EVERY`'s early commits.
+    committed: BTreeMap<u32, u64>,
+    last_commit: Instant,
+    stats: RouteStats,
+    parts: BTreeMap<u32, RawPartition>,
+    /// The event time of the last record routed (the merge's clock).
+    last_time: i64,
+    idle: Duration,
+    wake: Wake,
+    /// Whether the last round's merge let a record out.
+    progressed: bool,
+    assigned: bool,
+    /// The envelope being filled per routed partition.
+    outgoing: Vec<Outgoing>,
+}
+
+impl<'a> Router<'a> {
+    fn new(
+        k: &'a KafkaConfig,
+        cfg: &StageConfig,
+        tokenizer: &'a Tokenizer,
+        status: Option<&'a RouteStatus>,
+    ) -> Self {
+        Router {
+            k,
+            status,
+            encoder: Encoder {
+                router: PostRouter::new(tokenizer, k.routed_partitions, &cfg.routing),
+                a: Analyzed::default(),
+                rec: Vec::with_capacity(1024),
+            },
+            admission: Admission::new(cfg),
+            acks: Acks::default(),
+            stored: BTreeMap::new(),
+            committed: BTreeMap::new(),
+            last_commit: Instant::now(),
+            stats: RouteStats::default(),
+            parts: BTreeMap::new(),
+            last_time: i64::MIN,
+            idle: Duration::from_millis(k.idle_after_ms),
+            wake: Wake::new(Duration::from_millis(k.wake_grace_ms)),
+            progressed: true,
+            assigned: false,
+            outgoing: (0..k.routed_partitions)
+                .map(|_| Outgoing::default())
+                .collect(),
         }
-        // Then each partition's own queue, while the merge's buffer of it is short: the merge
-        // gets every partition's next records however the broker batched them.
-        if drained {
-            let share = (POLL_BATCH / parts.len().max(1)).max(1);
-            let owned: Vec<u32> = parts.keys().copied().collect();
-            for p in owned {
-                let room = |parts: &std::collections::BTreeMap<u32, RawPartition>| {
-                    parts
-                        .get(&p)
-                        .is_some_and(|x| x.buf.len() < MAX_RAW_BUFFERED)
-                };
-                if !room(&parts) {
-                    continue;
-                }
-                got += q.read_partition(p, share, |msg| {
-                    take(msg, &mut parts, &admission, &mut wake, idle, last_time);
-                    room(&parts)
-                });
-            }
-        }
+    }
+
+    fn health(&self, state: Result<(), String>) {
+        metrics::global().set_health("route", state);
+    }
+
+    /// One round: settle deliveries, read, route what the merge lets out, send the partial
+    /// envelopes, commit early when caught up, and tell the dedup stage of this process.
+    fn round(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        settle(&c.deliveries, &mut self.acks, &mut |_, _| {})?;
+        store_offsets(
+            c.q.consumer(),
+            &self.k.input_topic,
+            &self.acks,
+            &mut self.stored,
+        )?;
+        let got = self.poll(c);
         // Block briefly unless records are ready to go out (avoids spinning while a silent
         // partition is waited for); any queue receiving something ends the wait.
-        if got == 0 && !(parts.values().any(|p| !p.buf.is_empty()) && progressed) {
-            q.wait(Duration::from_millis(50));
+        if got == 0 && !(self.parts.values().any(|p| !p.buf.is_empty()) && self.progressed) {
+            c.q.wait(Duration::from_millis(50));
         }
-        for (p, x) in parts.iter_mut() {
-            x.fetch.refresh(q.consumer(), &k.input_topic, *p);
+        for (p, x) in self.parts.iter_mut() {
+            x.fetch.refresh(c.q.consumer(), &self.k.input_topic, *p);
         }
-        // Emit while the earliest buffered record cannot be overtaken: every partition has a
-        // buffered record or is caught up (and no partition woke up just now, `Wake`).
-        progressed = false;
-        wake.tick(Instant::now());
-        let settled = wake.settled();
-        while parts
+        self.merge(c)?;
+        // Nothing more can go out before the next poll: send the partial envelopes.
+        for (partition, o) in self.outgoing.iter_mut().enumerate() {
+            o.send(
+                self.k,
+                partition as i32,
+                &c.producer,
+                &c.deliveries,
+                &mut self.acks,
+            )?;
+        }
+        self.report(c)
+    }
+
+    /// Reads without waiting; returns how many records (and partition events) it took. The
+    /// consumer's own queue first, until it is empty: rebalances, and any record fetched before
+    /// its partition's queue was split, which comes before what that queue holds. Then each
+    /// partition's own queue, while the merge's buffer of it is short: the merge gets every
+    /// partition's next records however the broker batched them.
+    fn poll(&mut self, c: &Clients) -> usize {
+        let mut got = 0;
+        for _ in 0..POLL_BATCH {
+            if c.q.main_pending() == 0 {
+                break;
+            }
+            match c.q.poll_main() {
+                // A rebalance is served by a poll that returns nothing.
+                None => self.rebalance(c),
+                Some(msg) => {
+                    got += 1;
+                    self.take(msg);
+                }
+            }
+        }
+        if c.q.main_pending() > 0 {
+            return got;
+        }
+        let share = (POLL_BATCH / self.parts.len().max(1)).max(1);
+        let owned: Vec<u32> = self.parts.keys().copied().collect();
+        for p in owned {
+            let room = |r: &Self| {
+                r.parts
+                    .get(&p)
+                    .is_some_and(|x| x.buf.len() < MAX_RAW_BUFFERED)
+            };
+            if !room(self) {
+                continue;
+            }
+            got += c.q.read_partition(p, share, |msg| {
+                self.take(msg);
+                room(self)
+            });
+        }
+        got
+    }
+
+    /// Applies the rebalance events the last poll served.
+    fn rebalance(&mut self, c: &Clients) {
+        for ev in c.q.consumer().context().drain() {
+            match ev {
+                RebalanceEvent::Assigned(ps) => {
+                    self.health(Ok(()));
+                    self.assigned = true;
+                    let starts = fetch::committed_starts(c.q.consumer(), &self.k.input_topic, &ps);
+                    for p in ps {
+                        c.q.split(p);
+                        self.parts
+                            .entry(p)
+                            .or_insert_with(|| RawPartition::new(starts.get(&p).copied()));
+                    }
+                    if let Some(s) = self.status {
+                        let sole = owns_all(c.q.consumer(), self.k, self.parts.len());
+                        s.sole.store(sole, Ordering::Relaxed);
+                    }
+                }
+                RebalanceEvent::Revoked(ps) => {
+                    if let Some(s) = self.status {
+                        s.sole.store(false, Ordering::Relaxed);
+                    }
+                    for p in ps {
+                        c.q.remove(p);
+                        self.acks.remove(p);
+                        self.parts.remove(&p);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Buffers a polled raw record (or notes its partition's end) for the merge.
+    fn take(&mut self, msg: rdkafka::error::KafkaResult<rdkafka::message::BorrowedMessage<'_>>) {
+        let msg = match msg {
+            Ok(m) => m,
+            Err(RdError::PartitionEOF(p)) => {
+                if let Some(x) = self.parts.get_mut(&(p as u32)) {
+                    x.at_eof = true;
+                }
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "consumer error");
+                return;
+            }
+        };
+        if let Some(ms) = msg.timestamp().to_millis() {
+            metrics::global().observe_received(false, ms, crate::clock::now_millis());
+        }
+        let line = msg.payload().unwrap_or_default().to_vec();
+        let t = metrics::global().timer();
+        let post = self.admission.admit(&line).map_err(|r| r.rejection);
+        metrics::global().observe_since(Stage::Decode, t);
+        // Records without a usable time go out in arrival order.
+        let time = merge_time(
+            post.as_ref().ok().and_then(|p| p.created_at),
+            self.last_time,
+        );
+        // A record of a partition revoked in the same poll belongs to its next owner.
+        let Some(part) = self.parts.get_mut(&(msg.partition() as u32)) else {
+            return;
+        };
+        let now = Instant::now();
+        self.wake.record(part.caught_up(self.idle), now);
+        part.at_eof = false;
+        part.last_record = now;
+        part.fetch.polled(msg.offset() as u64);
+        part.buf.push_back(Pending {
+            offset: msg.offset() as u64,
+            input_ms: msg.timestamp().to_millis(),
+            time,
+            post,
+            line,
+        });
+    }
+
+    /// Routes records while the earliest buffered one cannot be overtaken: every partition has
+    /// a buffered record or is caught up (and no partition woke up just now, `Wake`).
+    fn merge(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        self.progressed = false;
+        self.wake.tick(Instant::now());
+        let settled = self.wake.settled();
+        let idle = self.idle;
+        while self
+            .parts
             .values()
             .all(|p| !p.buf.is_empty() || (settled && p.caught_up(idle)))
         {
-            progressed = true;
-            let heads = parts
+            self.progressed = true;
+            let heads = self
+                .parts
                 .iter()
                 .filter_map(|(p, x)| x.buf.front().map(|h| (*p, h.time, h.input_ms.unwrap_or(0))));
             let Some(p) = earliest(heads) else {
                 break;
             };
-            let Some(rec) = parts.get_mut(&p).and_then(|x| x.buf.pop_front()) else {
+            let Some(rec) = self.parts.get_mut(&p).and_then(|x| x.buf.pop_front()) else {
                 break;
             };
-            last_time = last_time.max(rec.time);
-            stats.records += 1;
-            metrics::global().post_in();
-            acks.register(p, rec.offset, 1);
-            match &rec.post {
-                Err(rj) => {
-                    metrics::global().rejected(rj.reason);
-                    r.rec.clear();
-                    rejected_record(&mut r.rec, rj, None, rec.offset + 1, &rec.line);
-                    stats.rejected += 1;
-                    let tag = Tag::Record {
+            self.route(c, p, rec)?;
+        }
+        Ok(())
+    }
+
+    /// Routes raw record `rec` of partition `p`: into its routed partition's envelope, or to the
+    /// rejected topic.
+    fn route(&mut self, c: &Clients, p: u32, rec: Pending) -> Result<(), KafkaError> {
+        self.last_time = self.last_time.max(rec.time);
+        self.stats.records += 1;
+        metrics::global().post_in();
+        self.acks.register(p, rec.offset, 1);
+        match &rec.post {
+            Err(rj) => {
+                metrics::global().rejected(rj.reason);
+                let buf = &mut self.encoder.rec;
+                buf.clear();
+                rejected_record(buf, rj, None, rec.offset + 1, &rec.line);
+                self.stats.rejected += 1;
+                let out = Out {
+                    topic: &self.k.rejected_topic,
+                    partition: None,
+                    key: &[],
+                    payload: buf,
+                    tag: Tag::Record {
                         partition: p,
                         offset: rec.offset,
-                    };
-                    let out = Out {
-                        topic: &k.rejected_topic,
-                        partition: None,
-                        key: &[],
-                        payload: &r.rec,
-                        tag,
-                    };
-                    send(&producer, &deliveries, &mut acks, out)?;
-                    if let Some(ms) = rec.input_ms {
-                        metrics::global().observe_end_to_end(ms, crate::clock::now_millis());
-                    }
-                }
-                Ok(post) => {
-                    let t = metrics::global().timer();
-                    let partition = r.encode(post, rec.input_ms, &rec.line);
-                    metrics::global().observe_since(Stage::Analyze, t);
-                    stats.routed += 1;
-                    let o = &mut outgoing[partition as usize];
-                    o.env.push(&r.rec);
-                    o.inputs.push((p, rec.offset));
-                    if o.full() {
-                        o.send(k, partition, &producer, &deliveries, &mut acks)?;
-                    }
+                    },
+                };
+                send(&c.producer, &c.deliveries, &mut self.acks, out)?;
+                if let Some(ms) = rec.input_ms {
+                    metrics::global().observe_end_to_end(ms, crate::clock::now_millis());
                 }
             }
-            if stats.records.is_multiple_of(ROUTED_LOG_EVERY) {
-                tracing::info!(
-                    records = stats.records,
-                    routed = stats.routed,
-                    rejected = stats.rejected,
-                    "routed so far"
-                );
+            Ok(post) => {
+                let t = metrics::global().timer();
+                let partition = self.encoder.encode(post, rec.input_ms, &rec.line);
+                metrics::global().observe_since(Stage::Analyze, t);
+                self.stats.routed += 1;
+                let o = &mut self.outgoing[partition as usize];
+                o.env.push(&self.encoder.rec);
+                o.inputs.push((p, rec.offset));
+                if o.full() {
+                    o.send(
+                        self.k,
+                        partition,
+                        &c.producer,
+                        &c.deliveries,
+                        &mut self.acks,
+                    )?;
+                }
             }
         }
-        // Nothing more can go out before the next poll: send the partial envelopes.
-        for (partition, o) in outgoing.iter_mut().enumerate() {
-            o.send(k, partition as i32, &producer, &deliveries, &mut acks)?;
+        if self.stats.records.is_multiple_of(ROUTED_LOG_EVERY) {
+            let s = &self.stats;
+            tracing::info!(
+                records = s.records,
+                routed = s.routed,
+                rejected = s.rejected,
+                "routed so far"
+            );
         }
-        let caught_up = assigned
-            && acks.in_flight() == 0
-            && parts
+        Ok(())
+    }
+
+    /// After a round: commits at once when everything read is routed, and tells the dedup
+    /// stage of this process whether the stage routes and is caught up.
+    fn report(&mut self, c: &Clients) -> Result<(), KafkaError> {
+        let caught_up = self.assigned
+            && self.acks.in_flight() == 0
+            && self
+                .parts
                 .values()
                 .all(|p| p.buf.is_empty() && (p.at_eof || p.fetch.caught_up()));
-        if caught_up && committed != stored && last_commit.elapsed() >= COMMIT_CAUGHT_UP_EVERY {
+        if caught_up
+            && self.committed != self.stored
+            && self.last_commit.elapsed() >= COMMIT_CAUGHT_UP_EVERY
+        {
             // Everything read is routed: commit now rather than at the next auto-commit, so
             // that dedup workers elsewhere learn it sooner (`upstream::RouteWatch`).
-            commit_with(q.consumer(), CommitMode::Async)?;
-            committed.clone_from(&stored);
-            last_commit = Instant::now();
+            commit_with(c.q.consumer(), CommitMode::Async)?;
+            self.committed.clone_from(&self.stored);
+            self.last_commit = Instant::now();
         }
-        if let Some(s) = status {
-            if assigned && progressed {
+        if let Some(s) = self.status {
+            if self.assigned && self.progressed {
                 s.routing.store(true, Ordering::Relaxed);
             }
             // Release: the envelope ends noted before these reports were settled are visible
             // to a reader that sees `caught_up`.
             s.caught_up.store(caught_up, Ordering::Release);
         }
+        Ok(())
     }
-    health(Err("stopping".into()));
-    shutdown(
-        k,
-        q.consumer(),
-        &producer,
-        &deliveries,
-        &mut acks,
-        &mut stored,
-    )?;
-    Ok(stats)
 }
 
 /// Whether `owned` partitions are all of the input topic's (asked of the broker; `false` when
@@ -340,55 +499,6 @@ fn owns_all(consumer: &BaseConsumer<RebalanceLog>, k: &KafkaConfig, owned: usize
             false
         }
     }
-}
-
-/// Buffers a polled raw record (or notes its partition's end) for the merge.
-fn take(
-    msg: rdkafka::error::KafkaResult<rdkafka::message::BorrowedMessage<'_>>,
-    parts: &mut std::collections::BTreeMap<u32, RawPartition>,
-    admission: &Admission,
-    wake: &mut Wake,
-    idle: Duration,
-    last_time: i64,
-) {
-    let msg = match msg {
-        Ok(m) => m,
-        Err(RdError::PartitionEOF(p)) => {
-            if let Some(x) = parts.get_mut(&(p as u32)) {
-                x.at_eof = true;
-            }
-            return;
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "consumer error");
-            return;
-        }
-    };
-    if let Some(ms) = msg.timestamp().to_millis() {
-        metrics::global().observe_received(false, ms, crate::clock::now_millis());
-    }
-    let line = msg.payload().unwrap_or_default().to_vec();
-    let t = metrics::global().timer();
-    let post = admission.admit(&line).map_err(|r| r.rejection);
-    metrics::global().observe_since(Stage::Decode, t);
-    // Records without a usable time go out in arrival order.
-    let time = merge_time(post.as_ref().ok().and_then(|p| p.created_at), last_time);
-    // A record of a partition revoked in the same poll belongs to its next owner.
-    let Some(part) = parts.get_mut(&(msg.partition() as u32)) else {
-        return;
-    };
-    let now = Instant::now();
-    wake.record(part.caught_up(idle), now);
-    part.at_eof = false;
-    part.last_record = now;
-    part.fetch.polled(msg.offset() as u64);
-    part.buf.push_back(Pending {
-        offset: msg.offset() as u64,
-        input_ms: msg.timestamp().to_millis(),
-        time,
-        post,
-        line,
-    });
 }
 
 /// Raw records buffered per partition, at most, before its queue is left unread: memory stays
@@ -471,7 +581,7 @@ fn shutdown(
     producer: &PolledProducer<AckContext>,
     deliveries: &Receiver<Delivery>,
     acks: &mut Acks,
-    stored: &mut std::collections::BTreeMap<u32, u64>,
+    stored: &mut BTreeMap<u32, u64>,
 ) -> Result<(), KafkaError> {
     let deadline = Instant::now() + Duration::from_millis(k.shutdown_timeout_ms);
     producer.flush(Duration::from_millis(k.shutdown_timeout_ms))?;
