@@ -155,86 +155,16 @@ pub fn run(
     let started = Instant::now();
     let health = |state| metrics::global().set_health("engine", state);
     health(Err("loading state".into()));
-    let cold = match &job.state_dir {
-        Some(dir) if cfg.state.spill_texts => {
-            let spill = dir.join("spill");
-            crate::io::cold::FileColdFactory::new(&spill).map_err(|e| {
-                PipelineError::Config(format!(
-                    "cannot use {} for spill files: {e}",
-                    spill.display()
-                ))
-            })? as std::sync::Arc<dyn crate::index::cold::ColdFactory>
-        }
-        _ => crate::index::cold::in_memory(),
-    };
-    let mut engine =
-        Engine::with_cold(&cfg.engine, cold).map_err(|e| PipelineError::Config(e.to_string()))?;
-    let id = Identity {
-        analysis_id: &job.analysis_id,
-        generation_secs: cfg.engine.window.generation_secs,
-    };
-    let mut store = match &job.state_dir {
-        Some(dir) => Some(Store::open(dir, &id, cfg.state.cache_capacity_bytes)?),
-        None => None,
-    };
-    let cp = match &store {
-        Some(s) => s.checkpoint()?.unwrap_or_default(),
-        None => Checkpoint::default(),
-    };
-    if let (Some(_), Some(dir)) = (cp.changelog_offset, job.state_dir.as_ref()) {
-        return Err(PipelineError::Config(format!(
-            "state dir {} belongs to a Kafka dedup worker (`run --state-dir`), not to a file run: use another --state-dir",
-            dir.display()
-        )));
-    }
-    if let (Some(run), Some(dir)) = (cp.run.as_ref(), job.state_dir.as_ref()) {
-        // stdin is a new stream every time; a file of the same name is the same input.
-        if run.completed && !job.no_resume && job.input != "-" && run.input == job.input {
-            return Err(PipelineError::AlreadyDone {
-                state: dir.clone(),
-                input: run.input.clone(),
-                records: run.records,
-                unique: run.counts[0],
-                duplicates: run.counts[1],
-                rejected: run.counts[2],
-            });
-        }
-    }
+    let (mut engine, store, cp) = open_state(job, cfg)?;
     let resume = resumable(job, &cp);
     let mut summary = Summary::default();
-    let mut restored_from = None;
-    if let Some(s) = store.take() {
-        let t = Instant::now();
-        let marks = if cp.window_marks.is_empty() {
-            &cp.watermarks
-        } else {
-            &cp.window_marks
-        };
-        let min_gen = crate::engine::min_live_generation(engine.window(), marks);
-        // Generations are read one at a time and built in parallel while the next is read.
-        engine.restore_window_marks(marks);
-        let opts = crate::io::restore::RestoreOptions {
-            min_gen,
-            next_seq: cp.next_seq,
-            threads: crate::state::restore_threads(),
-            keep_sealed: cfg.state.keep_sealed,
-        };
-        let (s, restored) =
-            crate::io::restore::restore(s, &mut engine, cp.watermarks.clone(), opts)?;
-        let restored = restored_from.insert(restored);
-        store = Some(s);
-        summary.restored_entries = restored.entries();
-        summary.restore_secs = t.elapsed().as_secs_f64();
-        tracing::info!(
-            entries = summary.restored_entries,
-            sealed_loaded = restored.sealed_loaded.1,
-            discarded = restored.loaded.discarded,
-            store_reopens = restored.loaded.reopens,
-            sealed_writing = restored.sealed_writing,
-            secs = summary.restore_secs,
-            "state restored"
-        );
-    }
+    let (store, mut restored_from) = match store {
+        Some(s) => {
+            let (s, r) = restore_state(s, &mut engine, &cp, cfg, &mut summary)?;
+            (Some(s), Some(r))
+        }
+        None => (None, None),
+    };
     let (mut input, skipped) = open_input(&job.input, resume.as_ref(), stop)?;
     let mark = |p: &str| {
         resume
@@ -350,6 +280,100 @@ pub fn run(
         .collect();
     summary.elapsed_secs = started.elapsed().as_secs_f64();
     Ok(summary)
+}
+
+/// The engine, the state store (with `--state-dir`) and its checkpoint. Refuses a state dir of
+/// a Kafka dedup worker, and one whose run of this same input completed (unless `no_resume`).
+fn open_state(
+    job: &FileJob,
+    cfg: &StageConfig,
+) -> Result<(Engine, Option<Store>, Checkpoint), PipelineError> {
+    let cold = match &job.state_dir {
+        Some(dir) if cfg.state.spill_texts => {
+            let spill = dir.join("spill");
+            crate::io::cold::FileColdFactory::new(&spill).map_err(|e| {
+                PipelineError::Config(format!(
+                    "cannot use {} for spill files: {e}",
+                    spill.display()
+                ))
+            })? as std::sync::Arc<dyn crate::index::cold::ColdFactory>
+        }
+        _ => crate::index::cold::in_memory(),
+    };
+    let engine =
+        Engine::with_cold(&cfg.engine, cold).map_err(|e| PipelineError::Config(e.to_string()))?;
+    let id = Identity {
+        analysis_id: &job.analysis_id,
+        generation_secs: cfg.engine.window.generation_secs,
+    };
+    let store = match &job.state_dir {
+        Some(dir) => Some(Store::open(dir, &id, cfg.state.cache_capacity_bytes)?),
+        None => None,
+    };
+    let cp = match &store {
+        Some(s) => s.checkpoint()?.unwrap_or_default(),
+        None => Checkpoint::default(),
+    };
+    if let (Some(_), Some(dir)) = (cp.changelog_offset, job.state_dir.as_ref()) {
+        return Err(PipelineError::Config(format!(
+            "state dir {} belongs to a Kafka dedup worker (`run --state-dir`), not to a file run: use another --state-dir",
+            dir.display()
+        )));
+    }
+    if let (Some(run), Some(dir)) = (cp.run.as_ref(), job.state_dir.as_ref()) {
+        // stdin is a new stream every time; a file of the same name is the same input.
+        if run.completed && !job.no_resume && job.input != "-" && run.input == job.input {
+            return Err(PipelineError::AlreadyDone {
+                state: dir.clone(),
+                input: run.input.clone(),
+                records: run.records,
+                unique: run.counts[0],
+                duplicates: run.counts[1],
+                rejected: run.counts[2],
+            });
+        }
+    }
+    Ok((engine, store, cp))
+}
+
+/// Rebuilds the engine's window from the state store as of checkpoint `cp`; notes the entries
+/// restored and the time it took in `summary`.
+fn restore_state(
+    store: Store,
+    engine: &mut Engine,
+    cp: &Checkpoint,
+    cfg: &StageConfig,
+    summary: &mut Summary,
+) -> Result<(Store, crate::io::restore::Restored), PipelineError> {
+    let t = Instant::now();
+    let marks = if cp.window_marks.is_empty() {
+        &cp.watermarks
+    } else {
+        &cp.window_marks
+    };
+    let min_gen = crate::engine::min_live_generation(engine.window(), marks);
+    // Generations are read one at a time and built in parallel while the next is read.
+    engine.restore_window_marks(marks);
+    let opts = crate::io::restore::RestoreOptions {
+        min_gen,
+        next_seq: cp.next_seq,
+        threads: crate::state::restore_threads(),
+        keep_sealed: cfg.state.keep_sealed,
+    };
+    let (store, restored) =
+        crate::io::restore::restore(store, engine, cp.watermarks.clone(), opts)?;
+    summary.restored_entries = restored.entries();
+    summary.restore_secs = t.elapsed().as_secs_f64();
+    tracing::info!(
+        entries = summary.restored_entries,
+        sealed_loaded = restored.sealed_loaded.1,
+        discarded = restored.loaded.discarded,
+        store_reopens = restored.loaded.reopens,
+        sealed_writing = restored.sealed_writing,
+        secs = summary.restore_secs,
+        "state restored"
+    );
+    Ok((store, restored))
 }
 
 fn tally(e: &Emitted, s: &mut Summary, counts: &mut [u64; 3], reasons: &mut [u64]) {
