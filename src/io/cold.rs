@@ -58,6 +58,28 @@ impl FileColdFactory {
     }
 }
 
+/// Where a run with state dir `state_dir` keeps its cold records: spill files in its `spill`
+/// folder when `spill_texts` is set (`state.spill_texts`), memory otherwise. The error names the
+/// folder.
+pub fn factory_for(
+    state_dir: Option<&Path>,
+    spill_texts: bool,
+) -> Result<Arc<dyn ColdFactory>, String> {
+    match state_dir {
+        Some(dir) if spill_texts => {
+            let spill = dir.join("spill");
+            match FileColdFactory::new(&spill) {
+                Ok(f) => Ok(f),
+                Err(e) => Err(format!(
+                    "cannot use {} for spill files: {e}",
+                    spill.display()
+                )),
+            }
+        }
+        _ => Ok(crate::index::cold::in_memory()),
+    }
+}
+
 impl Dir {
     fn open(&self, gen: i64) -> std::io::Result<File> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);

@@ -51,6 +51,15 @@ impl Admission {
             None => Ok(post),
         }
     }
+
+    /// `admit`, timed as the decode stage (`metrics::Stage::Decode`), keeping only the
+    /// rejection: how the Kafka stages admit a raw record.
+    pub fn admit_timed(&self, line: &[u8]) -> Result<Decoded, Rejection> {
+        let t = crate::metrics::global().timer();
+        let post = self.admit(line).map_err(|r| r.rejection);
+        crate::metrics::global().observe_since(crate::metrics::Stage::Decode, t);
+        post
+    }
 }
 
 /// The `future_time` rejection of a post dated more than `max_future_secs` after `now`.

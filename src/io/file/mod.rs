@@ -288,18 +288,8 @@ fn open_state(
     job: &FileJob,
     cfg: &StageConfig,
 ) -> Result<(Engine, Option<Store>, Checkpoint), PipelineError> {
-    let cold = match &job.state_dir {
-        Some(dir) if cfg.state.spill_texts => {
-            let spill = dir.join("spill");
-            crate::io::cold::FileColdFactory::new(&spill).map_err(|e| {
-                PipelineError::Config(format!(
-                    "cannot use {} for spill files: {e}",
-                    spill.display()
-                ))
-            })? as std::sync::Arc<dyn crate::index::cold::ColdFactory>
-        }
-        _ => crate::index::cold::in_memory(),
-    };
+    let cold = crate::io::cold::factory_for(job.state_dir.as_deref(), cfg.state.spill_texts)
+        .map_err(PipelineError::Config)?;
     let engine =
         Engine::with_cold(&cfg.engine, cold).map_err(|e| PipelineError::Config(e.to_string()))?;
     let id = Identity {

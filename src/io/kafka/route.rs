@@ -344,9 +344,7 @@ impl<'a> Router<'a> {
             metrics::global().observe_received(false, ms, crate::clock::now_millis());
         }
         let line = msg.payload().unwrap_or_default().to_vec();
-        let t = metrics::global().timer();
-        let post = self.admission.admit(&line).map_err(|r| r.rejection);
-        metrics::global().observe_since(Stage::Decode, t);
+        let post = self.admission.admit_timed(&line);
         // Records without a usable time go out in arrival order.
         let time = merge_time(
             post.as_ref().ok().and_then(|p| p.created_at),

@@ -171,18 +171,8 @@ pub fn run(
     state: Option<&LocalStateDir>,
 ) -> Result<DedupStats, KafkaError> {
     let c = Clients::new(k)?;
-    let cold = match state {
-        Some(s) if cfg.state.spill_texts => {
-            let spill = s.dir.join("spill");
-            crate::io::cold::FileColdFactory::new(&spill).map_err(|e| {
-                KafkaError::Config(format!(
-                    "cannot use {} for spill files: {e}",
-                    spill.display()
-                ))
-            })? as std::sync::Arc<dyn crate::index::cold::ColdFactory>
-        }
-        _ => crate::index::cold::in_memory(),
-    };
+    let cold = crate::io::cold::factory_for(state.map(|s| s.dir.as_path()), cfg.state.spill_texts)
+        .map_err(KafkaError::Config)?;
     let mut engine =
         Engine::with_cold(&cfg.engine, cold).map_err(|e| KafkaError::Config(e.to_string()))?;
     let (local, restored) = match state {
@@ -214,41 +204,7 @@ pub fn run(
         }
         None => (None, (0, 0)),
     };
-    let mut w = Worker {
-        k,
-        cfg,
-        partitions: k.routed_partitions,
-        engine,
-        owned: BTreeMap::new(),
-        progress,
-        acks: Acks::default(),
-        stats: DedupStats {
-            restored: restored_entries.0,
-            sealed_loaded: restored_entries.1,
-            ..DedupStats::default()
-        },
-        rec: Vec::with_capacity(1024),
-        sync_nonce: None,
-        reader_paused: false,
-        unsent: Vec::new(),
-        routing,
-        routing_since: None,
-        caught_up_since: None,
-        started_at: Instant::now(),
-        local,
-        lookahead: Lookahead::new(
-            k.visibility(),
-            cfg.engine.verify.clone(),
-            cfg.engine.index.max_distance,
-        ),
-        ahead: ahead::AheadReader::default(),
-        held_by_other: false,
-        wake: Wake::new(Duration::from_millis(k.wake_grace_ms)),
-        upstream: routing
-            .is_none()
-            .then(|| RouteWatch::start(k))
-            .transpose()?,
-    };
+    let mut w = Worker::new(k, cfg, engine, progress, local, routing, restored_entries)?;
     // The replicated index first: nothing is decided before the changelog is caught up.
     let health = |state| metrics::global().set_health("dedup", state);
     health(Err("catching up the replicated index".into()));
@@ -312,6 +268,55 @@ pub fn run(
 }
 
 impl<'a> Worker<'a> {
+    /// A worker around `engine` (restored from `local`, if any, and `progress`, the markers
+    /// known at its checkpoint); `restored` counts the entries restored and those of sealed
+    /// generations loaded whole.
+    fn new(
+        k: &'a KafkaConfig,
+        cfg: &'a StageConfig,
+        engine: Engine,
+        progress: Progress,
+        local: Option<local::LocalState>,
+        routing: Option<&'a RouteStatus>,
+        restored: (u64, u64),
+    ) -> Result<Self, KafkaError> {
+        Ok(Worker {
+            k,
+            cfg,
+            partitions: k.routed_partitions,
+            engine,
+            owned: BTreeMap::new(),
+            progress,
+            acks: Acks::default(),
+            stats: DedupStats {
+                restored: restored.0,
+                sealed_loaded: restored.1,
+                ..DedupStats::default()
+            },
+            rec: Vec::with_capacity(1024),
+            sync_nonce: None,
+            reader_paused: false,
+            unsent: Vec::new(),
+            routing,
+            routing_since: None,
+            caught_up_since: None,
+            started_at: Instant::now(),
+            local,
+            lookahead: Lookahead::new(
+                k.visibility(),
+                cfg.engine.verify.clone(),
+                cfg.engine.index.max_distance,
+            ),
+            ahead: ahead::AheadReader::default(),
+            held_by_other: false,
+            wake: Wake::new(Duration::from_millis(k.wake_grace_ms)),
+            upstream: routing
+                .is_none()
+                .then(|| RouteWatch::start(k))
+                .transpose()?,
+        })
+    }
+
     /// Logs why nothing was decided for a while: the head this worker waits with and every
     /// partition's bound.
     fn report_waiting(&self) {

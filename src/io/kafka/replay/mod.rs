@@ -459,9 +459,7 @@ impl Buffers {
             return Ok(());
         }
         let line = m.payload().unwrap_or_default().to_vec();
-        let t = metrics::global().timer();
-        let post = self.admission.admit(&line).map_err(|r| r.rejection);
-        metrics::global().observe_since(Stage::Decode, t);
+        let post = self.admission.admit_timed(&line);
         let time = merge_time(
             post.as_ref().ok().and_then(|d| d.created_at),
             self.last_time,
