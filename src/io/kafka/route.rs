@@ -129,7 +129,7 @@ pub fn run(
         producer,
         deliveries,
     };
-    let mut r = Router::new(k, cfg, tokenizer, status);
+    let mut r = RouteWorker::new(k, cfg, tokenizer, status);
     r.health(Err("waiting for partition assignment".into()));
     while !stop.load(Ordering::Relaxed) {
         r.round(&c)?;
@@ -156,7 +156,7 @@ struct Clients {
 }
 
 /// A route worker's state besides its Kafka clients.
-struct Router<'a> {
+struct RouteWorker<'a> {
     k: &'a KafkaConfig,
     status: Option<&'a RouteStatus>,
     encoder: Encoder<'a>,
@@ -180,14 +180,14 @@ struct Router<'a> {
     outgoing: Vec<Outgoing>,
 }
 
-impl<'a> Router<'a> {
+impl<'a> RouteWorker<'a> {
     fn new(
         k: &'a KafkaConfig,
         cfg: &StageConfig,
         tokenizer: &'a Tokenizer,
         status: Option<&'a RouteStatus>,
     ) -> Self {
-        Router {
+        RouteWorker {
             k,
             status,
             encoder: Encoder {
