@@ -68,13 +68,9 @@ pub fn factory_for(
     match state_dir {
         Some(dir) if spill_texts => {
             let spill = dir.join("spill");
-            match FileColdFactory::new(&spill) {
-                Ok(f) => Ok(f),
-                Err(e) => Err(format!(
-                    "cannot use {} for spill files: {e}",
-                    spill.display()
-                )),
-            }
+            FileColdFactory::new(&spill)
+                .map(|f| f as Arc<dyn ColdFactory>)
+                .map_err(|e| format!("cannot use {} for spill files: {e}", spill.display()))
         }
         _ => Ok(crate::index::cold::in_memory()),
     }
