@@ -232,13 +232,32 @@ got=$(tail -1 "$work/samples" | cut -d' ' -f2)
 t1=$(date +%s.%N)
 threads_cpu > "$work/threads1"
 b1=$(broker_cpu)
+cpu1=()
+for p in "${pids[@]}"; do cpu1+=("$(proc_cpu "$p")"); done
 wall=$(python3 -c "print(round($t1 - $t0, 1))")
 echo "workers $workers: $got of $n verdicts out (acknowledged) in $wall s: $(python3 -c "print(round($got / ($t1 - $t0)))") posts/s"
 # The drain rate leaves out the start (group join of the route worker, first envelopes) and the
-# end (the last posts wait kafka.idle_after_ms for the other partitions to fall idle).
-python3 - "$n" "$work/samples" "$(nproc)" "${names[*]}" "$workers" <<'PY'
+# end (the last posts wait kafka.idle_after_ms for the other partitions to fall idle). It is
+# timed by the output records' own Kafka timestamps (set by the workers' producers as each
+# verdict goes out, in ms), read back once the drain is over: samples 0.1 s apart cut a lone
+# worker's 0.7 s between 5% and 95% too coarsely (each end up to 0.1 s off). The samples give
+# the CPU and the waits, over the samples nearest those two moments.
+for t in unique duplicates rejected; do
+  "$bin" export --topic "backlog.$t" --idle-ms 500 --timestamps --output "$work/$t.tsv" 2>/dev/null
+done
+cut -f1 "$work/unique.tsv" "$work/duplicates.tsv" "$work/rejected.tsv" > "$work/out-ms"
+python3 - "$n" "$work/samples" "$(nproc)" "${names[*]}" "$workers" "$work/out-ms" <<'PY'
 import sys
 n, cores, names, dedups = int(sys.argv[1]), int(sys.argv[3]), sys.argv[4].split(), int(sys.argv[5])
+ms = sorted(int(l) for l in open(sys.argv[6]) if l.strip())
+if len(ms) >= n and ms[0] > 0:
+    i5, i95 = -(-n * 5 // 100) - 1, -(-n * 95 // 100) - 1
+    secs = (ms[i95] - ms[i5]) / 1000
+    if secs > 0:
+        print(f"drain rate, 5% to 95% of the verdicts out: {round((i95 - i5) / secs)} posts/s "
+              f"(by the output records' timestamps: {i95 - i5} verdicts in {secs:.3f} s)")
+else:
+    print(f"no drain rate: {len(ms)} output records read back for {n} posts, or no timestamps")
 # Each sample: seconds, verdicts out, broker CPU, machine CPU, each worker's CPU (the dedup
 # workers', then the route worker's), then each dedup worker's seconds waiting on the order.
 s = [list(map(float, l.split())) for l in open(sys.argv[2])]
@@ -248,9 +267,9 @@ a, b = when(0.05), when(0.95)
 if a is not None and b is not None and b[0] > a[0]:
     posts, secs = b[1] - a[1], b[0] - a[0]
     per = lambda i: (b[i] - a[i]) / posts * 1000
-    print(f"drain rate, 5% to 95% of the verdicts out: {round(posts / secs)} posts/s "
-          f"({a[0]:.1f} s to {b[0]:.1f} s; broker CPU meanwhile {per(2):.3f} s per 1,000 posts, "
-          f"{100 * (b[2] - a[2]) / secs:.0f}% of one core)")
+    print(f"sampled every 0.1 s: {round(posts / secs)} posts/s from {a[0]:.1f} s to {b[0]:.1f} s "
+          f"after the start; broker CPU meanwhile {per(2):.3f} s per 1,000 posts, "
+          f"{100 * (b[2] - a[2]) / secs:.0f}% of one core")
     workers = ", ".join(f"{nm} {per(4 + i):.3f}" for i, nm in enumerate(names))
     print(f"meanwhile the machine's {cores} cores were {100 * (b[3] - a[3]) / (secs * cores):.0f}% busy: "
           f"{per(3):.3f} CPU s per 1,000 posts in all; workers' CPU s per 1,000 posts: {workers}")
@@ -290,7 +309,7 @@ for pid, name in zip(pids, names):
 PY
 for i in "${!names[@]}"; do
   nm=${names[$i]}
-  cpu=$(python3 -c "print($(proc_cpu "${pids[$i]}") - ${cpu0[$i]:-0})")
+  cpu=$(python3 -c "print(${cpu1[$i]} - ${cpu0[$i]:-0})")
   wait_s=$(metric "$nm" simdedup_order_wait_seconds_total)
   ahead=$(metric "$nm" simdedup_decided_ahead_total)
   waited=$(metric "$nm" simdedup_post_wait_seconds_count)
