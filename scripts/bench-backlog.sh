@@ -11,8 +11,9 @@
 # (simdedup_order_wait_seconds_total: posts buffered, none allowed yet) and how many posts it
 # decided ahead of their turn (simdedup_decided_ahead_total), how many posts waited and for how
 # long on average (simdedup_post_wait_seconds), and how long other workers' progress markers
-# took to reach it (simdedup_marker_delay_seconds). While the backlog drains, it also prints the
-# share of the machine's CPU time in use, each process's CPU seconds per 1,000 posts decided
+# took to reach it (simdedup_marker_delay_seconds). It prints the drain rate, between 5% and 95%
+# of the verdicts acknowledged (and the same span by the output records' timestamps, read back
+# at the end); meanwhile the share of the machine's CPU time in use, each process's CPU seconds per 1,000 posts decided
 # meanwhile (when the machine's cores are all in use, a second worker cannot add throughput, only
 # its own cost) and each dedup worker's share of that time spent waiting on the order; at the end,
 # each worker's peak resident memory (VmHWM).
