@@ -13,10 +13,10 @@
 # long on average (simdedup_post_wait_seconds), and how long other workers' progress markers
 # took to reach it (simdedup_marker_delay_seconds). It prints the drain rate, between 5% and 95%
 # of the verdicts acknowledged (and the same span by the output records' timestamps, read back
-# at the end); meanwhile the share of the machine's CPU time in use, each process's CPU seconds per 1,000 posts decided
-# meanwhile (when the machine's cores are all in use, a second worker cannot add throughput, only
-# its own cost) and each dedup worker's share of that time spent waiting on the order; at the end,
-# each worker's peak resident memory (VmHWM).
+# at the end); meanwhile the share of the machine's CPU time in use, each process's CPU seconds
+# per 1,000 posts decided meanwhile (when the machine's cores are all in use, a second worker
+# cannot add throughput, only its own cost) and each dedup worker's share of that time spent
+# waiting on the order; at the end, each worker's peak resident memory (VmHWM).
 #   scripts/bench-backlog.sh WORKERS [COPIES] [POSTS.jsonl]
 # Defaults: 4 copies of ../shared/bench/weibo-dev-small/posts.jsonl (196,252 posts).
 # SIMDEDUP_BENCH_BROKER=mock runs it on librdkafka's mock broker instead of tansu (bench-env.sh),
@@ -256,27 +256,28 @@ n, cores, names, dedups = int(sys.argv[1]), int(sys.argv[3]), sys.argv[4].split(
 # Each sample: seconds, verdicts out, broker CPU, machine CPU, each worker's CPU (the dedup
 # workers', then the route worker's), then each dedup worker's seconds waiting on the order.
 s = [list(map(float, l.split())) for l in open(sys.argv[2])]
-def when(frac):  # (the first sample with frac of the verdicts out, the one before it)
+def when(frac):
+    """The first sample with frac of the verdicts out, and the moment frac of them were out,
+    interpolated between it and the sample before it."""
     i = next((i for i, x in enumerate(s) if x[1] >= frac * n), None)
-    return (None, None) if i is None else (s[i], s[i - 1] if i > 0 else None)
-def crossing(frac):  # seconds since the start when frac of the verdicts were out, interpolated
-    after, before = when(frac)
-    if after is None:
-        return None
+    if i is None:
+        return None, None
+    after, before = s[i], s[i - 1] if i > 0 else None
     if before is None or after[1] == before[1]:
-        return after[0]
-    return before[0] + (frac * n - before[1]) / (after[1] - before[1]) * (after[0] - before[0])
-(a, _), (b, _) = when(0.05), when(0.95)
-t5, t95 = crossing(0.05), crossing(0.95)
+        return after, after[0]
+    return after, before[0] + (frac * n - before[1]) / (after[1] - before[1]) * (after[0] - before[0])
+(a, t5), (b, t95) = when(0.05), when(0.95)
 ms = sorted(int(l) for l in open(sys.argv[6]) if l.strip())
-stamped = ""
-if len(ms) >= n and ms[0] > 0:
-    i5, i95 = -(-n * 5 // 100) - 1, -(-n * 95 // 100) - 1
-    if ms[i95] > ms[i5]:
-        stamped = (f"; by the output records' timestamps {round((i95 - i5) / ((ms[i95] - ms[i5]) / 1000))} "
-                   f"posts/s ({(ms[i95] - ms[i5]) / 1000:.3f} s)")
-else:
+i5, i95 = -(-n * 5 // 100) - 1, -(-n * 95 // 100) - 1
+if len(ms) < n:
     stamped = f"; {len(ms)} output records read back for {n} posts"
+elif ms[0] <= 0:
+    stamped = "; the output records carry no timestamps"
+elif ms[i95] > ms[i5]:
+    stamped = (f"; by the output records' timestamps {round((i95 - i5) / ((ms[i95] - ms[i5]) / 1000))} "
+               f"posts/s ({(ms[i95] - ms[i5]) / 1000:.3f} s)")
+else:
+    stamped = ""
 if a is not None and b is not None and t95 > t5:
     print(f"drain rate, 5% to 95% of the verdicts out: {round(0.9 * n / (t95 - t5))} posts/s "
           f"(acknowledged, {t5:.2f} s to {t95:.2f} s after the start{stamped})")
